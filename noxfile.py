@@ -1,0 +1,76 @@
+"""The one task runner. ``nox`` runs the default set (lint, types, tests, build); ``nox --list`` shows all.
+
+Every session installs torch through ``tools/constraints/`` so that pip takes the CPU build on disk instead of
+downloading a CUDA build of several GB.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import nox
+
+nox.needs_version = ">=2024.3.2"
+nox.options.sessions = ["lint", "types", "tests", "build"]
+nox.options.reuse_venv = "yes"
+
+ROOT = Path(__file__).parent
+TORCH = str(ROOT / "tools" / "constraints" / "torch-2.13.txt")
+PACKAGES = sorted(p.parent.name for p in (ROOT / "packages").glob("*/pyproject.toml"))
+MEMBERS = [p for p in PACKAGES if p != "xtrain"]
+
+
+def _editable(*extras: str) -> list[str]:
+    """Every member package, editable, in one pip call so the resolver never fetches a released sibling."""
+    args: list[str] = []
+    for name in MEMBERS:
+        wanted = [e for e in extras if e in _extras(name)]
+        args += ["-e", f"packages/{name}[{','.join(wanted)}]" if wanted else f"packages/{name}"]
+    return args
+
+
+def _extras(name: str) -> set[str]:
+    import tomllib
+
+    data = tomllib.loads((ROOT / "packages" / name / "pyproject.toml").read_text())
+    return set(data["project"].get("optional-dependencies", {}))
+
+
+@nox.session(python=False)
+def lint(session: nox.Session) -> None:
+    """ruff over the whole repository."""
+    session.run(sys.executable, "-m", "pip", "install", "-q", "ruff>=0.6", external=True)
+    session.run(sys.executable, "-m", "ruff", "check", ".", external=True)
+
+
+@nox.session
+def types(session: nox.Session) -> None:
+    """mypy --strict on every package's src/."""
+    session.install("-c", TORCH, "mypy>=1.10", "torch==2.13.0", *_editable("cli", "test"))
+    session.run("mypy", *[f"packages/{name}/src/xtrain" for name in MEMBERS])
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Each package's unit tests, then tests_integration/ (multi-process tests included, each bounded)."""
+    session.install("-c", TORCH, "torch==2.13.0", *_editable("cli", "test", "tensorboard"), "pytest-timeout",
+                    "scikit-learn")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+def build(session: nox.Session) -> None:
+    """Build every wheel and sdist, then prove xtrain-core's wheel alone (plus torch) trains on CPU."""
+    session.install("build>=1.2", "hatchling>=1.25")
+    dist = ROOT / "dist"
+    for name in PACKAGES:
+        session.run("python", "-m", "build", "--no-isolation", "--outdir", str(dist), f"packages/{name}")
+    session.run("python", "tools/check_wheels.py", str(dist))
+    tmp = Path(session.create_tmp())
+    venv = tmp / "core-only"
+    session.run("python", "-m", "venv", "--clear", str(venv))
+    py = str(venv / "bin" / "python")
+    core_wheel = next(dist.glob("xtrain_core-*.whl"))
+    session.run(py, "-m", "pip", "install", "-q", "-c", TORCH, "torch==2.13.0", str(core_wheel), external=True)
+    session.run(py, "tools/smoke_core_only.py", external=True)

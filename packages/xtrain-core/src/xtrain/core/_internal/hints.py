@@ -1,0 +1,38 @@
+"""Install hints for first-party names whose package is missing.
+
+This table is used only to word an error message; resolution always goes through entry points. A test checks it
+against the entry points the first-party packages declare, so it cannot drift.
+"""
+
+from __future__ import annotations
+
+__all__ = ["install_hint"]
+
+_ACCELERATORS = {"cuda": "", "gpu": "", "mps": "", "xpu": "", "xla": "[xla]", "tpu": "[xla]"}
+_STRATEGIES = [
+    "ddp", "ddp_spawn", "ddp_fork", "ddp_notebook", "ddp_find_unused_parameters_true",
+    "ddp_spawn_find_unused_parameters_true", "ddp_fork_find_unused_parameters_true",
+    "ddp_notebook_find_unused_parameters_true", "dp", "ddp2", "fsdp", "fsdp_cpu_offload", "horovod", "bagua",
+    "ddp_fp16_compress", "ddp_bf16_compress", "ddp_int8_compress", "local_sgd", "async_model_averaging",
+]
+_PRECISIONS = ["64-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true"]
+_ENVIRONMENTS = ["torchelastic", "slurm", "lsf", "mpi", "kubeflow"]
+
+_HINTS: dict[str, dict[str, str]] = {
+    "xtrain.accelerators": {name: f"xtrain-accelerators{extra}" for name, extra in _ACCELERATORS.items()},
+    "xtrain.strategies": dict.fromkeys(_STRATEGIES, "xtrain-strategies")
+    | {"horovod": "xtrain-strategies[horovod]", "bagua": "xtrain-strategies[bagua]"},
+    "xtrain.precision": dict.fromkeys(_PRECISIONS, "xtrain-precision"),
+    "xtrain.environments": dict.fromkeys(_ENVIRONMENTS, "xtrain-strategies"),
+    "xtrain.checkpoint_io": {"async": "xtrain-core"},
+}
+
+
+def install_hint(group: str, name: str) -> str | None:
+    """The ``pip install`` requirement that provides ``name`` in ``group``, if it is a first-party name."""
+    return _HINTS.get(group, {}).get(name)
+
+
+def first_party_names(group: str) -> dict[str, str]:
+    """Every first-party name of ``group`` with its distribution (for the drift test)."""
+    return dict(_HINTS.get(group, {}))

@@ -1,0 +1,55 @@
+"""Calling hooks: found once per run, called without lookups on the step path."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from xtrain.core.callbacks.callback import Callback
+from xtrain.core.module import TrainModule
+
+__all__ = ["HookDispatcher"]
+
+
+def _overrides(obj: object, base: type, name: str) -> bool:
+    return getattr(type(obj), name, None) is not getattr(base, name, None)
+
+
+class HookDispatcher:
+    """For each hook, the bound methods that actually do something, in call order.
+
+    Order: callbacks, then the module, then callbacks marked ``runs_last`` (checkpointing, early stopping), so what
+    the module logs in a hook is visible to the callbacks that monitor it.
+    """
+
+    def __init__(self, trainer: Any, module: TrainModule, callbacks: Sequence[Callback]) -> None:
+        self._trainer = trainer
+        self._module = module
+        self._callbacks = list(callbacks)
+        self._cache: dict[str, tuple[Callable[..., Any], ...]] = {}
+
+    def get(self, name: str) -> tuple[Callable[..., Any], ...]:
+        """The callables for hook ``name``; each takes the hook's arguments after ``trainer, module``."""
+        cached = self._cache.get(name)
+        if cached is None:
+            first = [cb for cb in self._callbacks if not cb.runs_last and _overrides(cb, Callback, name)]
+            last = [cb for cb in self._callbacks if cb.runs_last and _overrides(cb, Callback, name)]
+            fns: list[Callable[..., Any]] = [functools.partial(getattr(cb, name), self._trainer, self._module)
+                                             for cb in first]
+            if _overrides(self._module, TrainModule, name):
+                fns.append(getattr(self._module, name))
+            fns += [functools.partial(getattr(cb, name), self._trainer, self._module) for cb in last]
+            cached = self._cache[name] = tuple(fns)
+        return cached
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> None:
+        """Call every overriding implementation of hook ``name``."""
+        for fn in self.get(name):
+            fn(*args, **kwargs)
+
+    def call_callbacks(self, name: str, *args: Any) -> None:
+        """Call hook ``name`` on callbacks only (hooks the module has under another signature)."""
+        for cb in self._callbacks:
+            if _overrides(cb, Callback, name):
+                getattr(cb, name)(self._trainer, self._module, *args)

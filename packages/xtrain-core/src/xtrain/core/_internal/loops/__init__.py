@@ -1,0 +1,1 @@
+"""The loops: fit, evaluation (validate, test, sanity check) and predict."""

@@ -1,0 +1,101 @@
+"""Validation, test and the sanity check: forward passes over evaluation dataloaders, metrics at the end."""
+
+from __future__ import annotations
+
+import inspect
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Literal
+
+import torch
+
+if TYPE_CHECKING:
+    from xtrain.core.trainer import Trainer
+
+__all__ = ["run_evaluation", "run_predict"]
+
+EvalStage = Literal["validate", "test", "sanity_check"]
+_PREFIX = {"validate": "validation", "sanity_check": "validation", "test": "test"}
+
+
+def _no_grad(trainer: Trainer) -> AbstractContextManager[Any]:
+    return torch.inference_mode() if trainer.inference_mode else torch.no_grad()
+
+
+def _takes_dataloader_idx(fn: Any) -> bool:
+    try:
+        return "dataloader_idx" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def run_evaluation(trainer: Trainer, stage: EvalStage, loaders: list[Any], limits: list[float]) -> dict[str, float]:
+    """Run ``validation_step``/``test_step`` over ``loaders``; returns the epoch metrics sent to the loggers."""
+    prefix = _PREFIX[stage]
+    step_name = "test_step" if stage == "test" else "validation_step"
+    module = trainer.module
+    strategy = trainer.strategy
+    hooks = trainer._hooks
+    was_training = module.training
+    module.eval()
+    trainer._metrics.begin(stage)
+    with_idx = len(loaders) > 1 and _takes_dataloader_idx(getattr(module, step_name))
+    hooks.call(f"on_{prefix}_start")
+    hooks.call(f"on_{prefix}_epoch_start")
+    on_start = hooks.get(f"on_{prefix}_batch_start")
+    on_end = hooks.get(f"on_{prefix}_batch_end")
+    precision = strategy.precision
+    with _no_grad(trainer):
+        for dl_idx, (loader, limit) in enumerate(zip(loaders, limits, strict=True)):
+            for batch_idx, batch in enumerate(loader):
+                if batch_idx >= limit:
+                    break
+                batch = strategy.batch_to_device(batch)
+                if precision.converts_input:
+                    batch = precision.convert_input(batch)
+                trainer._metrics.batch = batch
+                for fn in on_start:
+                    fn(batch, batch_idx, dl_idx)
+                args = (batch, batch_idx, dl_idx) if with_idx else (batch, batch_idx)
+                output = strategy.run_step(step_name, *args)  # type: ignore[arg-type]
+                for fn in on_end:
+                    fn(output, batch, batch_idx, dl_idx)
+    results = trainer._log_epoch_metrics(log=stage != "sanity_check")
+    with trainer._metrics.epoch_end_logging():
+        hooks.call(f"on_{prefix}_epoch_end")
+    results.update(trainer._flush_epoch_end_logs(log=stage != "sanity_check"))
+    hooks.call(f"on_{prefix}_end")
+    if was_training:
+        module.train()
+    trainer._metrics.switch("train")
+    return results
+
+
+def run_predict(trainer: Trainer, loaders: list[Any], limits: list[float]) -> list[list[Any]]:
+    """Run ``predict_step`` over ``loaders``; returns this rank's predictions per dataloader."""
+    module = trainer.module
+    strategy = trainer.strategy
+    hooks = trainer._hooks
+    module.eval()
+    with_idx = len(loaders) > 1 and _takes_dataloader_idx(module.predict_step)
+    hooks.call("on_predict_start")
+    hooks.call("on_predict_epoch_start")
+    outputs: list[list[Any]] = []
+    precision = strategy.precision
+    with _no_grad(trainer):
+        for dl_idx, (loader, limit) in enumerate(zip(loaders, limits, strict=True)):
+            found: list[Any] = []
+            for batch_idx, batch in enumerate(loader):
+                if batch_idx >= limit:
+                    break
+                batch = strategy.batch_to_device(batch)
+                if precision.converts_input:
+                    batch = precision.convert_input(batch)
+                hooks.call("on_predict_batch_start", batch, batch_idx, dl_idx)
+                args = (batch, batch_idx, dl_idx) if with_idx else (batch, batch_idx)
+                prediction = strategy.run_step("predict_step", *args)  # type: ignore[arg-type]
+                hooks.call("on_predict_batch_end", prediction, batch, batch_idx, dl_idx)
+                found.append(prediction)
+            outputs.append(found)
+    hooks.call("on_predict_epoch_end")
+    hooks.call("on_predict_end")
+    return outputs

@@ -1,0 +1,200 @@
+"""The fit loop: epochs of optimizer steps, with validation and save points in between.
+
+Reading order: :meth:`FitLoop.run` → :meth:`FitLoop._epoch` → :meth:`FitLoop._batch`. The step path calls only the
+hooks that someone overrides (resolved once per run) and never synchronizes a logged value.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from xtrain.core._internal.data import resumable_sampler
+from xtrain.core._internal.sampler import SeededBatchSampler
+from xtrain.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from xtrain.core.trainer import Trainer
+
+__all__ = ["FitLoop"]
+
+
+def _loss_of(output: Any) -> torch.Tensor | None:
+    if output is None or isinstance(output, torch.Tensor):
+        return output
+    if isinstance(output, dict) and "loss" in output:
+        loss = output["loss"]
+        return loss if isinstance(loss, torch.Tensor) else None
+    raise ConfigError("training_step", type(output).__name__, "must return a loss tensor, a dict with a 'loss' "
+                      "key, or None.", fix="return the loss tensor.")
+
+
+class FitLoop:
+    """Runs ``trainer.fit``'s training, from where the trainer's progress says it is."""
+
+    def __init__(self, trainer: Trainer) -> None:
+        self.trainer = trainer
+        self._deadline = math.inf
+
+    def done(self) -> bool:
+        t = self.trainer
+        p = t._progress
+        return (t.should_stop or (t.max_steps != -1 and p.global_step >= t.max_steps)
+                or (t.max_epochs != -1 and p.epoch >= t.max_epochs) or time.monotonic() >= self._deadline)
+
+    def run(self) -> None:
+        t = self.trainer
+        if t.max_time is not None:
+            self._deadline = time.monotonic() + t.max_time.total_seconds()
+        t._hooks.call("on_train_start")
+        while not self.done():
+            self._epoch()
+        t._hooks.call("on_train_end")
+
+    # -- one epoch -----------------------------------------------------------------------------------------------
+    def _epoch(self) -> None:
+        t = self.trainer
+        p = t._progress
+        loader = t.train_dataloader
+        sampler = resumable_sampler(loader)
+        resumed = p.batches_in_epoch > 0
+        t._metrics.begin("train")
+        if not resumed:
+            t._restore_pending_rng()
+            t._hooks.call("on_train_epoch_start")
+        if sampler is not None:
+            sampler.set_epoch(p.epoch)
+            if resumed:
+                self._resume_sampler(loader, sampler)
+        data = iter(loader)
+        if resumed:
+            if sampler is None:
+                self._skip_by_loading(data, p.batches_in_epoch)
+            t._restore_pending_rng()
+        total = t.num_training_batches
+        completed = self._batches(data, total)
+        self._epoch_end(completed)
+
+    def _resume_sampler(self, loader: Any, sampler: Any) -> None:
+        t = self.trainer
+        p = t._progress
+        saved = t._pending_sampler or {}
+        t._pending_sampler = None
+        batch_size = loader.batch_sampler.batch_size
+        sampler.resume(epoch_seed=saved.get("epoch_seed"), offset=p.batches_in_epoch * batch_size)
+        if isinstance(loader.batch_sampler, SeededBatchSampler):
+            loader.batch_sampler.first_batch = p.batches_in_epoch
+
+    def _skip_by_loading(self, data: Any, count: int) -> None:
+        warnings.warn(f"resuming mid-epoch with a dataloader whose sampler xtrain cannot fast-forward: loading and "
+                      f"discarding {count} batches. Use a plain shuffle/sequential sampler for an exact, fast resume.",
+                      UserWarning, stacklevel=2)
+        for _ in range(count):
+            next(data, None)
+
+    def _batches(self, data: Any, total: float) -> bool:
+        """Run the epoch's remaining batches; returns whether the epoch ran to its end."""
+        t = self.trainer
+        p = t._progress
+        strategy = t.strategy
+        precision = strategy.precision
+        converts = precision.converts_input
+        on_start = t._hooks.get("on_train_batch_start")
+        on_end = t._hooks.get("on_train_batch_end")
+        save_point = t._hooks.get("on_save_point")
+        batch_idx = p.batches_in_epoch
+        while batch_idx < total:
+            try:
+                batch = next(data)
+            except StopIteration:
+                break
+            batch = strategy.batch_to_device(batch)
+            if converts:
+                batch = precision.convert_input(batch)
+            t._metrics.batch = batch
+            for fn in on_start:
+                fn(batch, batch_idx)
+            last = batch_idx + 1 >= total
+            output, stepped = self._step(batch, batch_idx, last)
+            batch_idx += 1
+            p.batches_in_epoch = batch_idx
+            p.total_batches += 1
+            for fn in on_end:
+                fn(output, batch, batch_idx - 1)
+            if t._val_due(batch_idx, last):
+                t._run_validation()
+            if stepped:
+                t._check_preemption()
+                for fn in save_point:
+                    fn(epoch_end=False)
+            if self.done():
+                return batch_idx >= total
+        if total == math.inf and t._val_due(batch_idx, True) and t._val_last_batch != batch_idx:
+            t._run_validation()
+        return True
+
+    def _step(self, batch: Any, batch_idx: int, last: bool) -> tuple[Any, bool]:
+        """Forward, backward and (unless accumulating) the optimizer step of one batch."""
+        t = self.trainer
+        strategy = t.strategy
+        if not t.module.automatic_optimization:
+            output = strategy.run_step("training_step", batch, batch_idx)
+            t._progress.global_step += 1
+            t._after_optimizer_step()
+            return output, True
+        accumulate = t.accumulate_grad_batches
+        accumulating = accumulate > 1 and (t._progress.total_batches + 1) % accumulate != 0 and not last
+        if accumulate > 1 and not strategy.handles_gradient_accumulation:
+            with strategy.no_backward_sync(accumulating):
+                output, loss = self._forward_backward(batch, batch_idx, accumulate)
+        else:
+            output, loss = self._forward_backward(batch, batch_idx, 1)
+        if accumulating or loss is None:
+            return output, False
+        optimizer = t.optimizers[0]
+        for fn in t._hooks.get("on_before_optimizer_step"):
+            fn(optimizer)
+        if t.gradient_clip_val:
+            strategy.clip_gradients(optimizer, value=t.gradient_clip_val, algorithm=t.gradient_clip_algorithm)
+        stepped = strategy.optimizer_step(optimizer)
+        for fn in t._hooks.get("on_before_zero_grad"):
+            fn(optimizer)
+        optimizer.zero_grad(set_to_none=True)
+        t._progress.global_step += 1
+        t._after_optimizer_step(stepped)
+        return output, True
+
+    def _forward_backward(self, batch: Any, batch_idx: int, accumulate: int) -> tuple[Any, torch.Tensor | None]:
+        t = self.trainer
+        output = t.strategy.run_step("training_step", batch, batch_idx)
+        loss = _loss_of(output)
+        if loss is None:
+            return output, None
+        if accumulate > 1:
+            loss = loss / accumulate
+        for fn in t._hooks.get("on_before_backward"):
+            fn(loss)
+        t.strategy.backward(loss)
+        for fn in t._hooks.get("on_after_backward"):
+            fn()
+        return output, loss
+
+    # -- epoch end -----------------------------------------------------------------------------------------------
+    def _epoch_end(self, completed: bool) -> None:
+        t = self.trainer
+        p = t._progress
+        t._log_epoch_metrics()
+        with t._metrics.epoch_end_logging():
+            t._hooks.call("on_train_epoch_end")
+        t._flush_epoch_end_logs()
+        if not completed:
+            return
+        t._step_schedulers("epoch")
+        p.epoch += 1
+        p.batches_in_epoch = 0
+        t._check_preemption()
+        t._hooks.call("on_save_point", epoch_end=True)

@@ -1,0 +1,201 @@
+"""What ``self.log`` records, and when it reaches the loggers and callbacks.
+
+Values stay tensors (no ``.item()``, no cross-rank sync) until something reads them: the loggers every
+``log_every_n_steps`` steps, the progress bar at its refresh rate, callbacks when they monitor a key. Only
+``sync_dist=True`` adds a collective, and only where the user asked for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import torch
+
+from xtrain.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from xtrain.core.strategy import Strategy
+
+__all__ = ["MetricStore", "Stage"]
+
+Stage = Literal["train", "validate", "test", "predict", "sanity_check"]
+_REDUCE = ("mean", "sum", "max", "min")
+
+
+@dataclass(slots=True)
+class _Epoch:
+    total: torch.Tensor
+    weight: float
+    reduce_fx: str
+    sync_dist: bool
+    prog_bar: bool
+    logger: bool
+    key: str
+
+    def update(self, value: torch.Tensor, weight: float) -> None:
+        if self.reduce_fx == "mean":
+            self.total = self.total + value * weight
+            self.weight += weight
+        elif self.reduce_fx == "sum":
+            self.total = self.total + value
+        elif self.reduce_fx == "max":
+            self.total = torch.maximum(self.total, value)
+        else:
+            self.total = torch.minimum(self.total, value)
+
+
+def _batch_size(batch: Any) -> int:
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0]) if batch.ndim else 1
+    if isinstance(batch, (list, tuple)):
+        for item in batch:
+            found = _batch_size(item)
+            if found:
+                return found
+    if isinstance(batch, dict):
+        for item in batch.values():
+            found = _batch_size(item)
+            if found:
+                return found
+    return 1
+
+
+class MetricStore:
+    """Holds logged values per stage and hands them to loggers, the progress bar and callbacks."""
+
+    def __init__(self) -> None:
+        self.strategy: Strategy | None = None
+        self.stage: Stage = "train"
+        self.batch: Any = None
+        self.step_values: dict[str, torch.Tensor] = {}
+        self.step_logger_keys: set[str] = set()
+        self.prog_bar_keys: set[str] = set()
+        self._epochs: dict[str, dict[str, _Epoch]] = {}
+        self.callback_metrics: dict[str, torch.Tensor] = {}
+        self.logged_metrics: dict[str, float] = {}
+        self._in_epoch_end = False
+        self._pending: dict[str, torch.Tensor] = {}
+
+    @contextmanager
+    def epoch_end_logging(self) -> Iterator[None]:
+        """Inside epoch-end hooks, a logged value is final at once: no accumulation, no per-step entry."""
+        self._in_epoch_end = True
+        try:
+            yield
+        finally:
+            self._in_epoch_end = False
+
+    def take_pending(self) -> dict[str, float]:
+        """Values logged in epoch-end hooks, for the loggers."""
+        out = {k: float(v.item()) for k, v in self._pending.items()}
+        self._pending.clear()
+        self.logged_metrics.update(out)
+        return out
+
+    def log(self, name: str, value: torch.Tensor | float | int, *, prog_bar: bool, logger: bool,
+            on_step: bool | None, on_epoch: bool | None, reduce_fx: str, sync_dist: bool,
+            batch_size: int | None) -> None:
+        if reduce_fx not in _REDUCE:
+            raise ConfigError("reduce_fx", reduce_fx, f"is not a reduction for self.log({name!r}, ...).",
+                              choices=_REDUCE, fix="pass reduce_fx='mean'.")
+        training = self.stage == "train"
+        step = training if on_step is None else on_step
+        epoch = (not training) if on_epoch is None else on_epoch
+        if isinstance(value, torch.Tensor):
+            value = value.detach()
+            if value.numel() != 1:
+                raise ConfigError("value", tuple(value.shape), f"self.log({name!r}, ...) takes a scalar.",
+                                  fix="log a scalar, e.g. value.mean().")
+            value = value.reshape(())
+        else:
+            value = torch.tensor(float(value))
+        if self._in_epoch_end:
+            value = self._reduce(value, reduce_fx) if sync_dist else value
+            self.callback_metrics[name] = value
+            if logger:
+                self._pending[name] = value
+            if prog_bar:
+                self.prog_bar_keys.add(name)
+                self.step_values[name] = value
+            return
+        both = step and epoch
+        if step:
+            step_value = self._reduce(value, reduce_fx) if sync_dist else value
+            key = f"{name}_step" if both else name
+            self.step_values[key] = step_value
+            self.callback_metrics[key] = step_value
+            if both:
+                self.callback_metrics[name] = step_value
+            if logger:
+                self.step_logger_keys.add(key)
+            if prog_bar:
+                self.prog_bar_keys.add(key)
+        if epoch:
+            acc = self.epoch.get(name)
+            weight = float(batch_size if batch_size is not None else
+                           (_batch_size(self.batch) if reduce_fx == "mean" else 1))
+            if acc is None:
+                start = value * weight if reduce_fx == "mean" else value
+                self.epoch[name] = _Epoch(start, weight if reduce_fx == "mean" else 0.0, reduce_fx, sync_dist,
+                                          prog_bar, logger, f"{name}_epoch" if both else name)
+            else:
+                acc.update(value, weight)
+
+    def _reduce(self, value: torch.Tensor, reduce_fx: str) -> torch.Tensor:
+        if self.strategy is None or self.strategy.world_size == 1:
+            return value
+        return self.strategy.reduce(value.to(self.strategy.root_device), op=reduce_fx)  # type: ignore[arg-type]
+
+    def step_metrics_for_logger(self) -> dict[str, float]:
+        """The latest step values that go to loggers, as floats (the only place they are synchronized)."""
+        out = {k: float(self.step_values[k].item()) for k in self.step_logger_keys if k in self.step_values}
+        self.logged_metrics.update(out)
+        return out
+
+    def end_epoch(self) -> dict[str, float]:
+        """Close the epoch aggregates of the current stage: they become callback metrics; returns the logger's."""
+        for_logger: dict[str, float] = {}
+        for name, acc in self.epoch.items():
+            total = acc.total
+            if acc.sync_dist and self.strategy is not None and self.strategy.world_size > 1:
+                device = self.strategy.root_device
+                if acc.reduce_fx == "mean":
+                    both = self.strategy.reduce(torch.stack([total.float(), torch.tensor(acc.weight)]).to(device),
+                                                op="sum")
+                    total, weight = both[0], float(both[1].item())
+                    value = total / weight
+                else:
+                    value = self.strategy.reduce(total.to(device), op=acc.reduce_fx)  # type: ignore[arg-type]
+            else:
+                value = total / acc.weight if acc.reduce_fx == "mean" else total
+            self.callback_metrics[name] = value
+            if acc.key != name:
+                self.callback_metrics[acc.key] = value
+            if acc.prog_bar:
+                self.prog_bar_keys.add(acc.key)
+                self.step_values[acc.key] = value
+            if acc.logger:
+                for_logger[acc.key] = float(value.item())
+        self.epoch.clear()
+        self.logged_metrics.update(for_logger)
+        return for_logger
+
+    def progress_bar_metrics(self) -> dict[str, float]:
+        return {k: float(self.step_values[k].item()) for k in self.prog_bar_keys if k in self.step_values}
+
+    @property
+    def epoch(self) -> dict[str, _Epoch]:
+        """The epoch aggregates of the current stage (validation mid-epoch keeps training's apart)."""
+        return self._epochs.setdefault(self.stage, {})
+
+    def begin(self, stage: Stage) -> None:
+        """Start an epoch of ``stage`` with empty aggregates."""
+        self.stage = stage
+        self._epochs[stage] = {}
+
+    def switch(self, stage: Stage) -> None:
+        """Go back to ``stage`` (after validation inside a training epoch) keeping its aggregates."""
+        self.stage = stage

@@ -1,0 +1,83 @@
+"""Reading what ``configure_optimizers`` returned."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+
+from xtrain.core.errors import ConfigError
+
+__all__ = ["SchedulerConfig", "parse_optimizers"]
+
+_FORMS = ("an optimizer", "a list of optimizers", "(optimizers, schedulers)", "{'optimizer': ..., 'lr_scheduler': ...}")
+
+
+@dataclass(slots=True)
+class SchedulerConfig:
+    """An LR scheduler and when to step it."""
+
+    scheduler: Any
+    interval: Literal["epoch", "step"] = "epoch"
+    frequency: int = 1
+    monitor: str | None = None
+    name: str | None = None
+
+    @property
+    def needs_metric(self) -> bool:
+        return isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
+
+
+def _scheduler(value: Any) -> SchedulerConfig:
+    if isinstance(value, Mapping):
+        if "scheduler" not in value:
+            raise ConfigError("configure_optimizers", dict(value), "an lr_scheduler dict needs a 'scheduler' key.",
+                              fix="return {'scheduler': sched, 'interval': 'epoch'}.")
+        unknown = set(value) - {"scheduler", "interval", "frequency", "monitor", "name", "strict"}
+        if unknown:
+            raise ConfigError("configure_optimizers", sorted(unknown), "are not lr_scheduler keys.",
+                              choices=["scheduler", "interval", "frequency", "monitor", "name"],
+                              fix="remove or rename them.")
+        interval = value.get("interval", "epoch")
+        if interval not in ("epoch", "step"):
+            raise ConfigError("interval", interval, "is not an lr_scheduler interval.", choices=["epoch", "step"],
+                              fix="write 'interval': 'epoch' or 'step'.")
+        frequency = value.get("frequency", 1)
+        if not isinstance(frequency, int) or isinstance(frequency, bool) or frequency < 1:
+            raise ConfigError("frequency", frequency, "must be a positive int.", fix="write 'frequency': 1.")
+        config = SchedulerConfig(value["scheduler"], interval, frequency, value.get("monitor"), value.get("name"))
+    else:
+        config = SchedulerConfig(value)
+    if config.needs_metric and config.monitor is None:
+        raise ConfigError("configure_optimizers", type(config.scheduler).__name__,
+                          "ReduceLROnPlateau needs a metric to monitor.",
+                          fix="return {'scheduler': sched, 'monitor': 'val_loss'} as the lr_scheduler.")
+    return config
+
+
+def parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[SchedulerConfig]]:
+    """Normalize ``configure_optimizers()``'s return value into optimizers and scheduler configs."""
+    optimizers: list[Any]
+    schedulers: list[Any] = []
+    if isinstance(result, torch.optim.Optimizer):
+        optimizers = [result]
+    elif isinstance(result, Mapping):
+        if "optimizer" not in result:
+            raise ConfigError("configure_optimizers", dict(result), "a dict needs an 'optimizer' key.", choices=_FORMS,
+                              fix="return {'optimizer': opt, 'lr_scheduler': sched}.")
+        optimizers = [result["optimizer"]]
+        if result.get("lr_scheduler") is not None:
+            schedulers = [result["lr_scheduler"]]
+    elif isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], Sequence):
+        optimizers, schedulers = list(result[0]), list(result[1])
+    elif isinstance(result, Sequence) and not isinstance(result, str):
+        optimizers = list(result)
+    else:
+        raise ConfigError("configure_optimizers", result, "returned something that is not an optimizer form.",
+                          choices=_FORMS, fix="return an optimizer, e.g. torch.optim.SGD(self.parameters(), lr=0.1).")
+    if not optimizers or not all(isinstance(o, torch.optim.Optimizer) for o in optimizers):
+        raise ConfigError("configure_optimizers", optimizers, "must return at least one torch.optim.Optimizer.",
+                          choices=_FORMS, fix="return an optimizer, e.g. torch.optim.SGD(self.parameters(), lr=0.1).")
+    return optimizers, [_scheduler(s) for s in schedulers]

@@ -1,0 +1,272 @@
+"""The one validator: Trainer/Engine hardware arguments in, a connected Strategy out.
+
+Every choice is read from what the plugins declare (names, availability, supported accelerators and precisions,
+launchers), and every invalid combination is a :class:`~xtrain.core.errors.ConfigError` raised here, before any
+process starts.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from xtrain.core._internal.interactive import is_interactive
+from xtrain.core.accelerator import Accelerator
+from xtrain.core.checkpoint_io import CheckpointIO
+from xtrain.core.environment import ClusterEnvironment
+from xtrain.core.errors import ConfigError
+from xtrain.core.precision import Precision
+from xtrain.core.registry import ACCELERATORS, CHECKPOINT_IO, ENVIRONMENTS, PRECISIONS, STRATEGIES
+from xtrain.core.strategy import Strategy
+
+__all__ = ["Resolved", "canonical_precision", "resolve"]
+
+# Legacy spellings. The ambiguous ones ("16" could be true or mixed half precision) warn with the canonical name.
+_LEGACY_PRECISION: dict[object, tuple[str, bool]] = {
+    64: ("64-true", False), "64": ("64-true", False), 32: ("32-true", False), "32": ("32-true", False),
+    16: ("16-mixed", True), "16": ("16-mixed", True), "bf16": ("bf16-mixed", True),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """The outcome of :func:`resolve`: a strategy connected to all its plugins."""
+
+    strategy: Strategy
+    num_devices: int
+    num_nodes: int
+
+
+def canonical_precision(precision: object) -> str:
+    """Map legacy precision inputs (``16``, ``"bf16"``, ``32``) to canonical names, warning for ambiguous ones."""
+    if precision is None:
+        return "32-true"
+    key = precision.lower().strip() if isinstance(precision, str) else precision
+    if isinstance(key, bool):
+        raise PRECISIONS.unknown(precision)
+    if key in _LEGACY_PRECISION:
+        name, ambiguous = _LEGACY_PRECISION[key]
+        if ambiguous:
+            warnings.warn(f"precision={precision!r} is a legacy spelling; it means precision={name!r}. "
+                          f"Write {name!r} to say so explicitly.", UserWarning, stacklevel=4)
+        return name
+    if isinstance(key, str):
+        return key
+    raise PRECISIONS.unknown(precision)
+
+
+def _split_plugins(plugins: object) -> tuple[Precision | None, CheckpointIO | None, ClusterEnvironment | None]:
+    items: Sequence[Any] = [] if plugins is None else plugins if isinstance(plugins, (list, tuple)) else [plugins]
+    found: dict[type, Any] = {}
+    for item in items:
+        plugin = item
+        if isinstance(item, str):
+            for registry in (PRECISIONS, CHECKPOINT_IO, ENVIRONMENTS):
+                if item in registry:
+                    plugin = registry.create(item)
+                    break
+            else:
+                raise ConfigError("plugins", item, "is not a registered precision, checkpoint_io or environment name.",
+                                  choices=[*PRECISIONS.names(), *CHECKPOINT_IO.names(), *ENVIRONMENTS.names()],
+                                  fix="pass a registered name or a plugin instance.")
+        kind = next((k for k in (Precision, CheckpointIO, ClusterEnvironment) if isinstance(plugin, k)), None)
+        if kind is None:
+            raise ConfigError("plugins", item, "is not a plugin.",
+                              choices=["a Precision", "a CheckpointIO", "a ClusterEnvironment", "a registered name"],
+                              fix="pass plugin instances; strategies go to strategy= and accelerators to accelerator=.")
+        if kind in found:
+            raise ConfigError("plugins", plugins, f"holds more than one {kind.__name__} ({found[kind]!r} and {plugin!r}).",
+                              fix=f"pass at most one {kind.__name__}.")
+        found[kind] = plugin
+    return found.get(Precision), found.get(CheckpointIO), found.get(ClusterEnvironment)
+
+
+def _auto_accelerator(strategy: Strategy | None) -> Accelerator:
+    candidates: dict[type[Accelerator], str] = {}
+    for name in ACCELERATORS.names():
+        try:
+            loaded = ACCELERATORS.load(name)
+        except ConfigError:
+            continue
+        if isinstance(loaded, type) and issubclass(loaded, Accelerator) and loaded not in candidates:
+            candidates[loaded] = name
+    usable = [c for c in candidates if c.is_available() and
+              (strategy is None or strategy.supported_accelerators is None or c.name in strategy.supported_accelerators)]
+    if not usable:
+        raise ConfigError("accelerator", "auto", "found no available accelerator.", choices=ACCELERATORS.names(),
+                          fix="pip install xtrain-core (it provides 'cpu').")
+    best = max(usable, key=lambda c: (c.auto_priority, c.name))
+    return best()
+
+
+def _available_names() -> list[str]:
+    names = []
+    for name in ACCELERATORS.names():
+        try:
+            loaded = ACCELERATORS.load(name)
+            if isinstance(loaded, type) and issubclass(loaded, Accelerator) and loaded.is_available():
+                names.append(name)
+        except ConfigError:
+            continue
+    return names
+
+
+def _accelerator(accelerator: object, strategy: Strategy | None) -> Accelerator:
+    if strategy is not None and strategy._accelerator is not None:
+        if accelerator not in ("auto", None):
+            raise ConfigError("accelerator", accelerator, f"is set here and also inside strategy={strategy!r}.",
+                              fix="set the accelerator in one place only.")
+        return strategy._accelerator
+    if isinstance(accelerator, Accelerator):
+        acc = accelerator
+    elif accelerator is None or (isinstance(accelerator, str) and accelerator.strip().lower() == "auto"):
+        return _auto_accelerator(strategy)
+    elif isinstance(accelerator, str):
+        created = ACCELERATORS.create(accelerator)
+        if not isinstance(created, Accelerator):
+            raise ConfigError("accelerator", accelerator, f"is registered as {created!r}, which is not an Accelerator.",
+                              fix=f"report this to the maintainers of {ACCELERATORS.distribution_of(accelerator)}.")
+        acc = created
+    else:
+        raise ConfigError("accelerator", accelerator, "must be a registered name, 'auto' or an Accelerator instance.",
+                          choices=["auto", *ACCELERATORS.names()], fix="write accelerator='auto'.")
+    if not acc.is_available():
+        raise ConfigError("accelerator", accelerator, f"{acc.name!r} is not available on this machine.",
+                          choices=_available_names(),
+                          fix=f"choose an available accelerator, e.g. accelerator={_available_names()[0]!r}, or "
+                              f"'auto'.")
+    return acc
+
+
+def _strategy(strategy: object) -> Strategy | None:
+    if isinstance(strategy, Strategy):
+        return strategy
+    if isinstance(strategy, str):
+        if strategy.strip().lower() == "auto":
+            return None
+        created = STRATEGIES.create(strategy)
+        if not isinstance(created, Strategy):
+            raise ConfigError("strategy", strategy, f"is registered as {created!r}, which is not a Strategy.",
+                              fix=f"report this to the maintainers of {STRATEGIES.distribution_of(strategy)}.")
+        return created
+    raise ConfigError("strategy", strategy, "must be a registered name, 'auto' or a Strategy instance.",
+                      choices=["auto", *STRATEGIES.names()], fix="write strategy='auto'.")
+
+
+def _environment(explicit: ClusterEnvironment | None, strategy: Strategy | None) -> ClusterEnvironment:
+    if explicit is not None:
+        if strategy is not None and strategy._cluster_environment is not None:
+            raise ConfigError("plugins", explicit, f"sets a cluster environment that strategy={strategy!r} sets too.",
+                              fix="set the environment in one place only.")
+        return explicit
+    if strategy is not None and strategy._cluster_environment is not None:
+        return strategy._cluster_environment
+    detected = []
+    for name in ENVIRONMENTS.names():
+        loaded = ENVIRONMENTS.load(name)
+        if not (isinstance(loaded, type) and issubclass(loaded, ClusterEnvironment)):
+            continue
+        priority = loaded.detect_priority
+        if priority is not None and loaded.detect():
+            detected.append((priority, name))
+    if not detected:
+        raise ConfigError("plugins", None, "no cluster environment detected, not even 'local'.",
+                          fix="pip install --force-reinstall xtrain-core")
+    created = ENVIRONMENTS.create(max(detected)[1])
+    assert isinstance(created, ClusterEnvironment)
+    return created
+
+
+def _precision(precision: object, plugin: Precision | None, strategy: Strategy | None) -> Precision:
+    if plugin is not None and precision is not None:
+        raise ConfigError("precision", precision, f"is set here and also as plugins=[{plugin!r}].",
+                          fix="pass the precision in one place only.")
+    if strategy is not None and strategy._precision is not None:
+        if precision is not None or plugin is not None:
+            raise ConfigError("precision", precision or plugin, f"is set here and also inside strategy={strategy!r}.",
+                              fix="set the precision in one place only.")
+        return strategy._precision
+    if plugin is not None:
+        return plugin
+    if isinstance(precision, Precision):
+        return precision
+    name = canonical_precision(precision)
+    created = PRECISIONS.create(name)
+    if not isinstance(created, Precision):
+        raise ConfigError("precision", precision, f"is registered as {created!r}, which is not a Precision.",
+                          fix=f"report this to the maintainers of {PRECISIONS.distribution_of(name)}.")
+    return created
+
+
+def _check_capabilities(acc: Accelerator, strategy: Strategy, precision: Precision, num_devices: int) -> None:
+    if strategy.supported_accelerators is not None and acc.name not in strategy.supported_accelerators:
+        raise ConfigError("accelerator", acc.name, f"cannot run strategy={strategy.name!r}.",
+                          choices=sorted(strategy.supported_accelerators),
+                          fix=f"choose one of those accelerators, or another strategy for {acc.name!r}.")
+    if acc.supported_strategies is not None and strategy.name not in acc.supported_strategies:
+        raise ConfigError("strategy", strategy.name, f"cannot run on accelerator={acc.name!r}.",
+                          choices=sorted(acc.supported_strategies), fix="choose one of those strategies.")
+    if strategy.needs_dist_backend and acc.dist_backend is None:
+        raise ConfigError("strategy", strategy.name, f"needs collectives, and accelerator={acc.name!r} declares no "
+                          f"torch.distributed backend.", fix="choose a single-device strategy for this accelerator.")
+    if strategy.max_devices is not None and num_devices > strategy.max_devices:
+        raise ConfigError("devices", num_devices, f"is more than strategy={strategy.name!r} drives "
+                          f"({strategy.max_devices} per node).",
+                          fix=f"write devices={strategy.max_devices}, or strategy='ddp' for several devices.")
+    allowed = [s for s in (acc.supported_precisions, strategy.supported_precisions) if s is not None]
+    if any(precision.name not in s for s in allowed):
+        working = set(PRECISIONS.names())
+        for s in allowed:
+            working &= s
+        who = (f"accelerator={acc.name!r}" if acc.supported_precisions is not None
+               and precision.name not in acc.supported_precisions else f"strategy={strategy.name!r}")
+        raise ConfigError("precision", precision.name, f"is not supported by {who}.", choices=sorted(working),
+                          fix="choose one of the precisions listed.")
+
+
+def resolve(*, accelerator: object = "auto", devices: object = "auto", num_nodes: object = 1,
+            strategy: object = "auto", precision: object = None, plugins: object = None) -> Resolved:
+    """Resolve the hardware arguments of ``Trainer``/``Engine`` into a connected strategy.
+
+    Raises:
+        ConfigError: For any invalid value or combination, before anything starts.
+    """
+    if isinstance(num_nodes, bool) or not isinstance(num_nodes, int) or num_nodes < 1:
+        raise ConfigError("num_nodes", num_nodes, "must be a positive int.", fix="write num_nodes=1 for one machine.")
+    precision_plugin, io_plugin, env_plugin = _split_plugins(plugins)
+    strat = _strategy(strategy)
+    acc = _accelerator(accelerator, strat)
+    env = _environment(env_plugin, strat)
+    indices = acc.parse_devices(devices)  # type: ignore[arg-type]
+    device_list = [acc.get_device(i) for i in indices]
+    if strat is None:
+        world = len(indices) * num_nodes
+        name = acc.default_strategy if world == 1 else acc.default_parallel_strategy
+        if name not in STRATEGIES:
+            err = STRATEGIES.unknown(name)
+            raise ConfigError("devices", devices, f"with num_nodes={num_nodes} asks for {world} processes, which needs "
+                              f"the {name!r} strategy, and no installed package provides it.",
+                              choices=err.choices, fix=err.fix)
+        strat = _strategy(name)
+        assert strat is not None
+    prec = _precision(precision, precision_plugin, strat)
+    if io_plugin is not None and strat._checkpoint_io is not None:
+        raise ConfigError("plugins", io_plugin, f"sets a CheckpointIO that strategy={strat!r} sets too.",
+                          fix="set the checkpoint IO in one place only.")
+    io = io_plugin or strat._checkpoint_io or CHECKPOINT_IO.create("torch")
+    _check_capabilities(acc, strat, prec, len(indices))
+    prec.connect(device_type=acc.autocast_device_type)
+    strat.connect(accelerator=acc, precision=prec, checkpoint_io=io, cluster_environment=env,
+                  devices=device_list, num_nodes=num_nodes)
+    env.validate_settings(num_devices=len(indices), num_nodes=num_nodes)
+    strat.check_config()
+    launcher = strat.launcher
+    if launcher is not None:
+        if is_interactive() and not launcher.interactive_compatible:
+            raise ConfigError("strategy", strat.name, "starts processes by re-running your script, which an "
+                              "interactive session (notebook, REPL) does not have.",
+                              fix="use strategy='ddp_notebook' (fork) here, or run your code as a script.")
+        launcher.check()
+    return Resolved(strategy=strat, num_devices=len(indices), num_nodes=num_nodes)

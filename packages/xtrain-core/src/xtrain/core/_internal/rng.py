@@ -1,0 +1,38 @@
+"""Capturing and restoring every random number generator a training step can touch."""
+
+from __future__ import annotations
+
+import random
+import sys
+from typing import Any
+
+import torch
+
+__all__ = ["collect_rng_states", "restore_rng_states"]
+
+
+def collect_rng_states() -> dict[str, Any]:
+    """The states of Python's, NumPy's (when imported) and torch's global generators, as checkpoint-safe values."""
+    version, internal, gauss = random.getstate()
+    states: dict[str, Any] = {"python": [version, list(internal), gauss], "torch": torch.get_rng_state()}
+    np = sys.modules.get("numpy")
+    if np is not None:
+        kind, keys, pos, has_gauss, cached = np.random.get_state()
+        states["numpy"] = [kind, torch.from_numpy(keys.copy()), int(pos), int(has_gauss), float(cached)]
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def restore_rng_states(states: dict[str, Any]) -> None:
+    """Restore what :func:`collect_rng_states` returned."""
+    version, internal, gauss = states["python"]
+    random.setstate((version, tuple(internal), gauss))
+    torch.set_rng_state(states["torch"])
+    if "numpy" in states:
+        import numpy as np
+
+        kind, keys, pos, has_gauss, cached = states["numpy"]
+        np.random.set_state((kind, keys.numpy(), pos, has_gauss, cached))
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])

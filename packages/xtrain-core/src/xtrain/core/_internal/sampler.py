@@ -1,0 +1,176 @@
+"""Samplers that make a resumed run see exactly the data an uninterrupted run would.
+
+:class:`ResumableSampler` replaces ``RandomSampler``, ``SequentialSampler`` and ``DistributedSampler`` in the
+dataloaders the Trainer is given. It draws randomness exactly as those samplers do (so a Trainer run equals a plain
+PyTorch loop over the same DataLoader), records the seed of each epoch's permutation, and can start an epoch at an
+offset without loading the skipped samples.
+
+With worker processes, :class:`SeededBatchSampler` and :class:`SeededDataset` reseed ``random``, ``numpy`` and
+``torch`` before each batch from a seed that depends only on the epoch and the batch's position. What a worker does
+to batch *k* then no longer depends on which worker got it or on what that worker did before, which is what makes
+a run resumed mid-epoch with ``num_workers > 0`` bitwise equal to the uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator, Sized
+from typing import Any
+
+import torch
+from torch.utils.data import BatchSampler, Dataset, Sampler
+
+__all__ = ["ResumableSampler", "SeededBatch", "SeededBatchSampler", "SeededDataset", "mix_seed"]
+
+_MASK64 = (1 << 64) - 1
+
+
+def mix_seed(*values: int) -> int:
+    """Combine integers into a well-spread 63-bit seed (splitmix64 steps)."""
+    state = 0x9E3779B97F4A7C15
+    for v in values:
+        state = (state ^ (v & _MASK64)) & _MASK64
+        state = (state + 0x9E3779B97F4A7C15) & _MASK64
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+        state = z ^ (z >> 31)
+    return state & ((1 << 63) - 1)
+
+
+class ResumableSampler(Sampler[int]):
+    """Sequential, shuffled or distributed sampling that can resume at a sample offset.
+
+    Args:
+        data_source: The dataset (only its length is used).
+        shuffle: Permute the indices each epoch.
+        generator: For non-distributed shuffling, the generator the seed is drawn from (``None``: the global one,
+            as ``RandomSampler`` does).
+        num_replicas: The number of ranks to shard over (``None``: no sharding).
+        rank: This rank's shard.
+        seed: For distributed shuffling, the base seed (``DistributedSampler``'s ``seed + epoch``).
+        drop_last: For distributed sampling, drop the tail instead of padding (``DistributedSampler``'s meaning).
+    """
+
+    def __init__(self, data_source: Sized, *, shuffle: bool, generator: torch.Generator | None = None,
+                 num_replicas: int | None = None, rank: int = 0, seed: int = 0, drop_last: bool = False) -> None:
+        self._n = len(data_source)
+        self.shuffle = shuffle
+        self.generator = generator
+        self.num_replicas = num_replicas
+        self.rank = rank
+        self.seed = seed
+        self.drop_last = drop_last
+        self.epoch = 0
+        self.epoch_seed: int | None = None
+        self._resume_offset: int | None = None
+        self._resume_seed: int | None = None
+
+    def __len__(self) -> int:
+        if self.num_replicas is None:
+            return self._n
+        if self.drop_last and self._n % self.num_replicas:
+            return math.ceil((self._n - self.num_replicas) / self.num_replicas)
+        return math.ceil(self._n / self.num_replicas)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the permutation of ``epoch`` (the Trainer calls this at the start of every epoch)."""
+        self.epoch = epoch
+
+    def resume(self, *, epoch_seed: int | None, offset: int) -> None:
+        """Make the next iteration repeat the epoch whose seed was ``epoch_seed``, skipping ``offset`` samples."""
+        self._resume_seed = epoch_seed
+        self._resume_offset = offset
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "epoch_seed": self.epoch_seed}
+
+    def _indices(self) -> list[int]:
+        if self.num_replicas is None:
+            if not self.shuffle:
+                return list(range(self._n))
+            g = torch.Generator()
+            g.manual_seed(self.epoch_seed if self.epoch_seed is not None else 0)
+            return torch.randperm(self._n, generator=g).tolist()
+        if self.shuffle:
+            g = torch.Generator()
+            g.manual_seed(self.seed + self.epoch)
+            indices = torch.randperm(self._n, generator=g).tolist()
+        else:
+            indices = list(range(self._n))
+        total = len(self) * self.num_replicas
+        if not self.drop_last:
+            padding = total - len(indices)
+            if padding > 0:
+                indices += (indices * math.ceil(padding / len(indices)))[:padding]
+        else:
+            indices = indices[:total]
+        return indices[self.rank:total:self.num_replicas]
+
+    def __iter__(self) -> Iterator[int]:
+        offset = 0
+        if self._resume_offset is not None:
+            offset, self.epoch_seed = self._resume_offset, self._resume_seed
+            self._resume_offset = self._resume_seed = None
+        elif self.num_replicas is None and self.shuffle:
+            # The draw RandomSampler makes, from the same generator, so runs match a plain PyTorch loop.
+            self.epoch_seed = int(torch.empty((), dtype=torch.int64).random_(generator=self.generator).item())
+        else:
+            self.epoch_seed = mix_seed(self.seed, self.epoch, torch.initial_seed())
+        yield from self._indices()[offset:]
+
+
+class SeededBatch(list[int]):
+    """The indices of one batch, with the seed its worker uses for any randomness while loading it."""
+
+    seed: int = 0
+
+
+class SeededBatchSampler(BatchSampler):
+    """A ``BatchSampler`` whose batches carry a seed derived from the epoch's seed, the rank and the batch index."""
+
+    def __init__(self, sampler: ResumableSampler, batch_size: int, drop_last: bool) -> None:
+        super().__init__(sampler, batch_size, drop_last)
+        self.resumable = sampler
+        self.first_batch = 0
+
+    def __iter__(self) -> Iterator[list[int]]:
+        index = self.first_batch
+        self.first_batch = 0
+        for indices in super().__iter__():
+            batch = SeededBatch(indices)
+            batch.seed = mix_seed(self.resumable.epoch_seed or 0, self.resumable.rank, index)
+            index += 1
+            yield batch
+
+
+class SeededDataset(Dataset[Any]):
+    """Wraps a map-style dataset so each batch is loaded right after reseeding from its :class:`SeededBatch`."""
+
+    def __init__(self, dataset: Dataset[Any]) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)  # type: ignore[arg-type]
+
+    def __getitem__(self, index: int) -> Any:
+        return self.dataset[index]
+
+    def __getitems__(self, indices: list[int]) -> list[Any]:
+        if isinstance(indices, SeededBatch):
+            random.seed(indices.seed)
+            torch.manual_seed(indices.seed)
+            try:
+                import numpy as np
+
+                np.random.seed(indices.seed % (2**32))
+            except ImportError:  # pragma: no cover - numpy is optional
+                pass
+        getitems = getattr(self.dataset, "__getitems__", None)
+        if getitems is not None:
+            return getitems(list(indices))  # type: ignore[no-any-return]
+        return [self.dataset[i] for i in indices]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["dataset"], name)

@@ -1,0 +1,158 @@
+"""Checking the Trainer's non-hardware arguments, before anything starts."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from xtrain.core.callbacks.callback import Callback
+from xtrain.core.errors import ConfigError
+from xtrain.core.loggers.logger import Logger
+
+__all__ = ["Limits", "check_callbacks", "check_loggers", "parse_max_time", "parse_settings"]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The length and cadence settings after checking (``fast_dev_run`` applied)."""
+
+    max_epochs: int
+    max_steps: int
+    max_time: timedelta | None
+    limit_train_batches: int | float
+    limit_val_batches: int | float
+    limit_test_batches: int | float
+    limit_predict_batches: int | float
+    val_check_interval: int | float
+    check_val_every_n_epoch: int | None
+    num_sanity_val_steps: int
+    accumulate_grad_batches: int
+    gradient_clip_val: float | None
+    gradient_clip_algorithm: Literal["norm", "value"]
+    log_every_n_steps: int
+    fast_dev_run: int
+
+
+def _int(name: str, value: object, minimum: int, fix: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(name, value, f"must be an int >= {minimum}.", fix=fix)
+    return value
+
+
+def _limit(name: str, value: object) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(name, value, "must be an int number of batches or a float fraction in [0, 1].",
+                          fix=f"write {name}=1.0 for all batches.")
+    if isinstance(value, float) and not 0.0 <= value <= 1.0:
+        raise ConfigError(name, value, "is a fraction outside [0, 1].",
+                          fix=f"write {name}=1.0 for all batches, or an int for a number of batches.")
+    if isinstance(value, int) and value < 0:
+        raise ConfigError(name, value, "is a negative number of batches.", fix=f"write {name}=0 to skip them.")
+    return value
+
+
+def parse_max_time(value: object) -> timedelta | None:
+    """``"DD:HH:MM:SS"``, a ``timedelta`` or a dict of ``timedelta`` arguments."""
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        parsed = value
+    elif isinstance(value, str) and re.fullmatch(r"\d+:\d{1,2}:\d{1,2}:\d{1,2}", value.strip()):
+        d, h, m, s = (int(x) for x in value.strip().split(":"))
+        parsed = timedelta(days=d, hours=h, minutes=m, seconds=s)
+    elif isinstance(value, dict):
+        try:
+            parsed = timedelta(**value)
+        except TypeError as err:
+            raise ConfigError("max_time", value, f"is not a timedelta dict ({err}).",
+                              fix="write max_time={'hours': 1}.") from None
+    else:
+        raise ConfigError("max_time", value, "must be 'DD:HH:MM:SS', a timedelta or a dict like {'hours': 1}.",
+                          fix="write max_time='00:01:00:00' for one hour.")
+    if parsed.total_seconds() <= 0:
+        raise ConfigError("max_time", value, "must be positive.", fix="write max_time='00:01:00:00' for one hour.")
+    return parsed
+
+
+def parse_settings(*, max_epochs: Any, max_steps: Any, max_time: Any, limit_train_batches: Any,
+                   limit_val_batches: Any, limit_test_batches: Any, limit_predict_batches: Any,
+                   val_check_interval: Any, check_val_every_n_epoch: Any, num_sanity_val_steps: Any,
+                   accumulate_grad_batches: Any, gradient_clip_val: Any, gradient_clip_algorithm: Any,
+                   log_every_n_steps: Any, fast_dev_run: Any) -> Limits:
+    """Check and normalize the length/cadence arguments."""
+    if isinstance(fast_dev_run, bool):
+        dev = 1 if fast_dev_run else 0
+    else:
+        dev = _int("fast_dev_run", fast_dev_run, 0, "write fast_dev_run=True for one batch of each stage.")
+    steps = _int("max_steps", max_steps, -1, "write max_steps=-1 for no step limit.")
+    epochs = 1000 if max_epochs is None and steps == -1 else -1 if max_epochs is None else max_epochs
+    epochs = _int("max_epochs", epochs, -1, "write max_epochs=-1 to train until another limit stops it.")
+    if isinstance(val_check_interval, bool) or not isinstance(val_check_interval, (int, float)) or (
+            isinstance(val_check_interval, float) and not 0.0 < val_check_interval <= 1.0) or (
+            isinstance(val_check_interval, int) and val_check_interval < 1):
+        raise ConfigError("val_check_interval", val_check_interval, "must be a float in (0, 1] (a fraction of the "
+                          "epoch) or an int >= 1 (a number of batches).", fix="write val_check_interval=1.0.")
+    if check_val_every_n_epoch is not None:
+        _int("check_val_every_n_epoch", check_val_every_n_epoch, 1, "write check_val_every_n_epoch=1.")
+    clip = gradient_clip_val
+    if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float)) or clip < 0):
+        raise ConfigError("gradient_clip_val", clip, "must be a non-negative number or None.",
+                          fix="write gradient_clip_val=1.0, or None for no clipping.")
+    if gradient_clip_algorithm not in ("norm", "value"):
+        raise ConfigError("gradient_clip_algorithm", gradient_clip_algorithm, "is not a clipping algorithm.",
+                          choices=["norm", "value"], fix="write gradient_clip_algorithm='norm'.")
+    limits = {name: _limit(name, value) for name, value in (
+        ("limit_train_batches", limit_train_batches), ("limit_val_batches", limit_val_batches),
+        ("limit_test_batches", limit_test_batches), ("limit_predict_batches", limit_predict_batches))}
+    sanity = _int("num_sanity_val_steps", num_sanity_val_steps, -1, "write num_sanity_val_steps=0 to skip it.")
+    if dev:
+        limits = dict.fromkeys(limits, dev)
+        epochs, steps, sanity, val_check_interval = 1, dev, 0, 1.0
+    return Limits(
+        max_epochs=epochs, max_steps=steps, max_time=parse_max_time(max_time),
+        limit_train_batches=limits["limit_train_batches"], limit_val_batches=limits["limit_val_batches"],
+        limit_test_batches=limits["limit_test_batches"], limit_predict_batches=limits["limit_predict_batches"],
+        val_check_interval=val_check_interval, check_val_every_n_epoch=check_val_every_n_epoch,
+        num_sanity_val_steps=sanity,
+        accumulate_grad_batches=_int("accumulate_grad_batches", accumulate_grad_batches, 1,
+                                     "write accumulate_grad_batches=1 for no accumulation."),
+        gradient_clip_val=float(clip) if clip else None, gradient_clip_algorithm=gradient_clip_algorithm,
+        log_every_n_steps=_int("log_every_n_steps", log_every_n_steps, 1, "write log_every_n_steps=50."),
+        fast_dev_run=dev,
+    )
+
+
+def check_callbacks(callbacks: object) -> list[Callback]:
+    items = [] if callbacks is None else callbacks if isinstance(callbacks, (list, tuple)) else [callbacks]
+    for cb in items:
+        if not isinstance(cb, Callback):
+            raise ConfigError("callbacks", cb, "is not a Callback.",
+                              fix="pass instances of xtrain.core.callbacks.Callback subclasses.")
+    return list(items)
+
+
+def check_loggers(logger: object, root: Path) -> list[Logger]:
+    if logger is None or logger is False:
+        return []
+    if logger is True:
+        from xtrain.core.loggers import default_logger
+
+        return [default_logger(root)]
+    items = logger if isinstance(logger, (list, tuple)) else [logger]
+    for item in items:
+        if not isinstance(item, Logger):
+            raise ConfigError("logger", item, "is not a Logger.",
+                              fix="pass True (the default logger), False, a Logger, or a list of Loggers.")
+    return list(items)
+
+
+def check_root(default_root_dir: object) -> Path:
+    if default_root_dir is None:
+        return Path(os.getcwd())
+    if not isinstance(default_root_dir, (str, os.PathLike)):
+        raise ConfigError("default_root_dir", default_root_dir, "must be a path.", fix="write default_root_dir='runs'.")
+    return Path(default_root_dir)

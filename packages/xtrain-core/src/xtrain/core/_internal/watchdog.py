@@ -1,0 +1,122 @@
+"""Fail-fast across ranks: one small thread per rank, talking through the rendezvous store.
+
+* A rank that raises writes ``abort`` (its rank and traceback) to the store before it exits.
+* Every rank bumps its heartbeat counter every ``interval`` seconds and watches one neighbour's counter; a counter
+  that stops moving for ``dead_after`` seconds means the neighbour was killed (SIGKILL, OOM) or hung, and the
+  watcher writes ``abort`` on its behalf.
+* A rank that sees ``abort``, or loses the store (its host process died), prints the failed rank's traceback and
+  exits at once with ``os._exit``: its main thread may be blocked in a collective that would otherwise wait for a
+  timeout of many minutes.
+
+This works whoever launched the ranks (xtrain, torchrun, SLURM, mpirun) and across nodes, because it needs nothing
+but the store every rank already connects to. Watching one neighbour keeps the store's load constant per rank.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["ABORT_EXIT_CODE", "Watchdog"]
+
+ABORT_EXIT_CODE = 1
+_ABORT = "abort"
+
+
+def _default_dead_after() -> float:
+    return float(os.environ.get("XTRAIN_HEARTBEAT_TIMEOUT", "6"))
+
+
+class Watchdog:
+    """Watches the other ranks of one run.
+
+    Args:
+        store: A ``torch.distributed.Store`` shared by all ranks (a fresh prefix per run).
+        rank: This process's global rank.
+        world_size: The number of ranks.
+        interval: Seconds between heartbeats and checks.
+        dead_after: Seconds without a neighbour heartbeat before it is declared gone.
+        on_abort: Called (best effort) before this rank exits because another failed, e.g. to flush logs.
+    """
+
+    def __init__(self, store: Any, *, rank: int, world_size: int, interval: float = 0.5,
+                 dead_after: float | None = None, on_abort: Callable[[], None] | None = None) -> None:
+        self.store = store
+        self.rank = rank
+        self.world_size = world_size
+        self.interval = interval
+        self.dead_after = _default_dead_after() if dead_after is None else dead_after
+        self.on_abort = on_abort
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._reported = False
+
+    def start(self) -> None:
+        self.store.add(f"hb/{self.rank}", 1)
+        self._thread = threading.Thread(target=self._run, name=f"xtrain-watchdog-rank{self.rank}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop watching (this rank finished normally). Call before the final barrier of a run."""
+        if self._thread is None:
+            return
+        try:
+            self.store.set(f"done/{self.rank}", "1")
+        except Exception:
+            pass
+        self._stop.set()
+        self._thread.join(timeout=5 * self.interval + 1)
+        self._thread = None
+
+    def report_failure(self, details: str) -> None:
+        """Tell every rank that this one failed (first report wins); called before this rank exits."""
+        if self._reported:
+            return
+        self._reported = True
+        try:
+            self.store.compare_set(_ABORT, "", f"{self.rank}\n{details}")
+        except Exception:
+            pass
+
+    def _run(self) -> None:
+        neighbour = (self.rank + 1) % self.world_size
+        last_value, last_change = -1, time.monotonic()
+        while not self._stop.wait(self.interval):
+            try:
+                self.store.add(f"hb/{self.rank}", 1)
+                if self.store.check([_ABORT]):
+                    self._die(self.store.get(_ABORT).decode(errors="replace"))
+                if neighbour == self.rank or self.store.check([f"done/{neighbour}"]):
+                    continue
+                value = int(self.store.add(f"hb/{neighbour}", 0))
+                now = time.monotonic()
+                if value != last_value:
+                    last_value, last_change = value, now
+                elif now - last_change > self.dead_after:
+                    message = (f"{neighbour}\nrank {neighbour} is gone: no heartbeat for {now - last_change:.1f} s "
+                               f"(killed, crashed without a Python traceback, or frozen).")
+                    self.store.compare_set(_ABORT, "", message)
+                    self._die(self.store.get(_ABORT).decode(errors="replace"))
+            except Exception as err:
+                if self._stop.is_set():
+                    return
+                self._die(f"?\nlost contact with the rendezvous store ({type(err).__name__}: {err}); the process "
+                          f"hosting it (rank 0, or the launcher's agent) has exited.")
+
+    def _die(self, abort_value: str) -> None:
+        failed, _, details = abort_value.partition("\n")
+        if failed == str(self.rank):
+            return
+        sys.stderr.write(f"\nxtrain: rank {failed} failed; stopping rank {self.rank} (pid {os.getpid()}).\n"
+                         f"----- rank {failed} -----\n{details.rstrip()}\n-------------------\n")
+        sys.stderr.flush()
+        if self.on_abort is not None:
+            try:
+                self.on_abort()
+            except Exception:
+                pass
+        os._exit(ABORT_EXIT_CODE)

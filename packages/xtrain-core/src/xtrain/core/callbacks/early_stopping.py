@@ -1,0 +1,123 @@
+"""Stopping when a monitored metric stops improving, decided on every rank at once."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import torch
+from typing_extensions import override
+
+from xtrain.core.callbacks.callback import Callback
+from xtrain.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from xtrain.core.module import TrainModule
+    from xtrain.core.trainer import Trainer
+
+__all__ = ["EarlyStopping"]
+
+
+class EarlyStopping(Callback):
+    """Sets ``trainer.should_stop`` when ``monitor`` has not improved by ``min_delta`` for ``patience`` checks.
+
+    The decision is reduced over ranks (any rank may stop all), so every rank leaves the loop at the same step.
+
+    Args:
+        monitor: The logged metric to watch.
+        mode: ``"min"`` if lower is better, ``"max"`` if higher is.
+        patience: Checks without improvement before stopping.
+        min_delta: The smallest change that counts as an improvement.
+        check_finite: Stop when the metric becomes NaN or infinite.
+        stopping_threshold: Stop as soon as the metric is at least this good.
+        divergence_threshold: Stop as soon as the metric is worse than this.
+        check_on_train_epoch_end: Check after training epochs instead of after validation (default: only when
+            there is no validation).
+    """
+
+    runs_last: ClassVar[bool] = True
+
+    def __init__(self, monitor: str, *, mode: Literal["min", "max"] = "min", patience: int = 3,
+                 min_delta: float = 0.0, check_finite: bool = True, stopping_threshold: float | None = None,
+                 divergence_threshold: float | None = None, check_on_train_epoch_end: bool | None = None) -> None:
+        if mode not in ("min", "max"):
+            raise ConfigError("mode", mode, "is not an EarlyStopping mode.", choices=["min", "max"],
+                              fix="write mode='min' when lower is better.")
+        if not isinstance(patience, int) or patience < 0:
+            raise ConfigError("patience", patience, "must be a non-negative int.", fix="write patience=3.")
+        self.monitor = monitor
+        self.mode = mode
+        self.patience = patience
+        self.min_delta = abs(min_delta)
+        self.check_finite = check_finite
+        self.stopping_threshold = stopping_threshold
+        self.divergence_threshold = divergence_threshold
+        self.check_on_train_epoch_end = check_on_train_epoch_end
+        self.wait_count = 0
+        self.best_score = math.inf if mode == "min" else -math.inf
+        self.stopped_epoch = 0
+        self.stop_reason = ""
+
+    @property
+    @override
+    def state_key(self) -> str:
+        return f"EarlyStopping[monitor={self.monitor},mode={self.mode}]"
+
+    @override
+    def state_dict(self) -> dict[str, Any]:
+        return {"wait_count": self.wait_count, "best_score": self.best_score, "stopped_epoch": self.stopped_epoch,
+                "patience": self.patience}
+
+    @override
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.wait_count = state["wait_count"]
+        self.best_score = state["best_score"]
+        self.stopped_epoch = state["stopped_epoch"]
+
+    def _on_train_epoch(self, trainer: Trainer) -> bool:
+        if self.check_on_train_epoch_end is not None:
+            return self.check_on_train_epoch_end
+        return not trainer._has_validation()
+
+    @override
+    def on_validation_end(self, trainer: Trainer, module: TrainModule) -> None:
+        if not trainer.sanity_checking and not self._on_train_epoch(trainer):
+            self._check(trainer)
+
+    @override
+    def on_train_epoch_end(self, trainer: Trainer, module: TrainModule) -> None:
+        if self._on_train_epoch(trainer):
+            self._check(trainer)
+
+    def _improved(self, value: float) -> bool:
+        if self.mode == "min":
+            return value < self.best_score - self.min_delta
+        return value > self.best_score + self.min_delta
+
+    def _check(self, trainer: Trainer) -> None:
+        metric = trainer.callback_metrics.get(self.monitor)
+        if metric is None:
+            raise ConfigError("monitor", self.monitor, "was never logged, so EarlyStopping cannot watch it.",
+                              choices=sorted(trainer.callback_metrics),
+                              fix=f"log it with self.log({self.monitor!r}, value), or monitor a logged key.")
+        value = float(metric.item() if isinstance(metric, torch.Tensor) else metric)
+        stop, reason = False, ""
+        sign = 1.0 if self.mode == "min" else -1.0
+        if self.check_finite and not math.isfinite(value):
+            stop, reason = True, f"{self.monitor} = {value} is not finite"
+        elif self.stopping_threshold is not None and sign * value <= sign * self.stopping_threshold:
+            stop, reason = True, f"{self.monitor} = {value:.6g} reached the stopping threshold"
+        elif self.divergence_threshold is not None and sign * value > sign * self.divergence_threshold:
+            stop, reason = True, f"{self.monitor} = {value:.6g} passed the divergence threshold"
+        elif self._improved(value):
+            self.best_score, self.wait_count = value, 0
+        else:
+            self.wait_count += 1
+            if self.wait_count >= self.patience:
+                stop, reason = True, f"{self.monitor} did not improve for {self.wait_count} checks " \
+                                     f"(best {self.best_score:.6g})"
+        stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
+        if stop:
+            trainer.should_stop = True
+            self.stopped_epoch = trainer.current_epoch
+            self.stop_reason = reason or "another rank decided to stop"

@@ -1,0 +1,205 @@
+"""Saving checkpoints during training: every N epochs or steps, the best K by a monitored metric, and ``last``."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import torch
+from typing_extensions import override
+
+from xtrain.core.callbacks.callback import Callback
+from xtrain.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from xtrain.core.module import TrainModule
+    from xtrain.core.trainer import Trainer
+
+__all__ = ["ModelCheckpoint"]
+
+_FIELD = re.compile(r"\{([A-Za-z_][\w/.-]*)(:[^}]*)?\}")
+
+
+class ModelCheckpoint(Callback):
+    """Saves checkpoints at save points (after an optimizer step, or after an epoch has fully ended).
+
+    Args:
+        dirpath: Directory of the checkpoints (default: ``<log_dir>/checkpoints``, or
+            ``<default_root_dir>/checkpoints`` without a logger).
+        filename: Template such as ``"{epoch}-{val_loss:.3f}"``; fields become ``epoch=3-val_loss=0.123``.
+        monitor: Metric to rank checkpoints by (``None``: keep the most recent ones).
+        mode: Whether lower (``"min"``) or higher (``"max"``) values of ``monitor`` are better.
+        save_top_k: How many checkpoints to keep (``-1``: all, ``0``: none but ``last``).
+        save_last: Also write ``last.ckpt`` at every save, for ``ckpt_path="last"``.
+        every_n_epochs: Save after every N completed epochs (default 1 unless ``every_n_train_steps`` is set).
+        every_n_train_steps: Save after every N optimizer steps (mid-epoch resume points).
+        save_weights_only: Store only the module's weights.
+    """
+
+    runs_last: ClassVar[bool] = True
+    FILE_EXTENSION: ClassVar[str] = ".ckpt"
+    LAST_NAME: ClassVar[str] = "last"
+
+    def __init__(self, dirpath: str | Path | None = None, filename: str | None = None, *, monitor: str | None = None,
+                 mode: Literal["min", "max"] = "min", save_top_k: int = 1, save_last: bool = False,
+                 every_n_epochs: int | None = None, every_n_train_steps: int | None = None,
+                 save_weights_only: bool = False) -> None:
+        if mode not in ("min", "max"):
+            raise ConfigError("mode", mode, "is not a ModelCheckpoint mode.", choices=["min", "max"],
+                              fix="write mode='min' when lower is better.")
+        if not isinstance(save_top_k, int) or save_top_k < -1:
+            raise ConfigError("save_top_k", save_top_k, "must be an int >= -1.", fix="write save_top_k=1.")
+        for name, value in (("every_n_epochs", every_n_epochs), ("every_n_train_steps", every_n_train_steps)):
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise ConfigError(name, value, "must be a non-negative int.", fix=f"write {name}=1.")
+        self.dirpath = Path(dirpath) if dirpath is not None else None
+        self.filename = filename
+        self.monitor = monitor
+        self.mode = mode
+        self.save_top_k = save_top_k
+        self.save_last = save_last
+        self.every_n_train_steps = every_n_train_steps or 0
+        self.every_n_epochs = every_n_epochs if every_n_epochs is not None else (0 if self.every_n_train_steps else 1)
+        self.save_weights_only = save_weights_only
+        self.best_k_models: dict[str, float] = {}
+        self.best_model_path = ""
+        self.best_model_score: float | None = None
+        self.last_model_path = ""
+        self._saved_step = -1
+
+    @property
+    @override
+    def state_key(self) -> str:
+        return f"ModelCheckpoint[monitor={self.monitor},mode={self.mode},every_n_epochs={self.every_n_epochs}," \
+               f"every_n_train_steps={self.every_n_train_steps}]"
+
+    @override
+    def state_dict(self) -> dict[str, Any]:
+        return {"best_k_models": dict(self.best_k_models), "best_model_path": self.best_model_path,
+                "best_model_score": self.best_model_score, "last_model_path": self.last_model_path,
+                "dirpath": str(self.dirpath) if self.dirpath else ""}
+
+    @override
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.best_k_models = dict(state.get("best_k_models", {}))
+        self.best_model_path = state.get("best_model_path", "")
+        self.best_model_score = state.get("best_model_score")
+        self.last_model_path = state.get("last_model_path", "")
+
+    def resolve_dirpath(self, trainer: Trainer) -> Path:
+        """Where checkpoints go for ``trainer``'s current run."""
+        if self.dirpath is not None:
+            return self.dirpath
+        if trainer.loggers:
+            return trainer.loggers[0].log_dir / "checkpoints"
+        return Path(trainer.default_root_dir) / "checkpoints"
+
+    def last_checkpoint_candidates(self, trainer: Trainer) -> list[Path]:
+        """Files ``ckpt_path="last"`` may pick, including those of earlier runs under the same logger root."""
+        if self.dirpath is not None:
+            dirs = [self.dirpath]
+        elif trainer.loggers:
+            logger = trainer.loggers[0]
+            dirs = sorted((logger.save_dir / logger.name).glob("*/checkpoints"))
+        else:
+            dirs = [Path(trainer.default_root_dir) / "checkpoints"]
+        lasts = [p for d in dirs for p in d.glob(f"{self.LAST_NAME}*{self.FILE_EXTENSION}")]
+        return lasts or [p for d in dirs for p in d.glob(f"*{self.FILE_EXTENSION}")]
+
+    @override
+    def on_save_point(self, trainer: Trainer, module: TrainModule, *, epoch_end: bool) -> None:
+        if trainer.sanity_checking or trainer.fast_dev_run:
+            return
+        if epoch_end:
+            due = self.every_n_epochs > 0 and trainer.current_epoch % self.every_n_epochs == 0
+        else:
+            due = self.every_n_train_steps > 0 and trainer.global_step % self.every_n_train_steps == 0
+        if due:
+            self._save(trainer, epoch=trainer.current_epoch - 1 if epoch_end else trainer.current_epoch)
+
+    @override
+    def on_train_end(self, trainer: Trainer, module: TrainModule) -> None:
+        if self.save_last and self._saved_step != trainer.global_step and not trainer.fast_dev_run:
+            self._write(trainer, [])
+
+    def _score(self, trainer: Trainer) -> float | None:
+        if self.monitor is None:
+            return None
+        value = trainer.callback_metrics.get(self.monitor)
+        if value is None:
+            raise ConfigError("monitor", self.monitor, "was never logged, so ModelCheckpoint cannot rank checkpoints.",
+                              choices=sorted(trainer.callback_metrics),
+                              fix=f"log it with self.log({self.monitor!r}, value), or monitor a logged key.")
+        return float(value.item() if isinstance(value, torch.Tensor) else value)
+
+    def _format(self, trainer: Trainer, epoch: int) -> str:
+        template = self.filename or "{epoch}-{step}"
+        values: dict[str, Any] = {"epoch": epoch, "step": trainer.global_step}
+        values.update({k: float(v.item() if isinstance(v, torch.Tensor) else v)
+                       for k, v in trainer.callback_metrics.items()})
+
+        def field(match: re.Match[str]) -> str:
+            name, spec = match.group(1), (match.group(2) or "")
+            value = values.get(name, math.nan)
+            return f"{name}={format(value, spec[1:]) if spec else value}"
+
+        return _FIELD.sub(field, template).replace("/", "_")
+
+    def _better(self, score: float, than: float) -> bool:
+        return score < than if self.mode == "min" else score > than
+
+    def _save(self, trainer: Trainer, *, epoch: int) -> None:
+        """Save the run as it is now; ``epoch`` is the epoch the checkpoint belongs to (for the file name)."""
+        score = self._score(trainer)
+        dirpath = self.resolve_dirpath(trainer)
+        path = dirpath / f"{self._format(trainer, epoch)}{self.FILE_EXTENSION}"
+        keep: list[Path] = []
+        if self.save_top_k != 0 and (score is None or not math.isnan(score)):
+            if score is None:
+                keep.append(path)
+                self.best_k_models[str(path)] = float(trainer.global_step)
+            elif self.save_top_k == -1 or len(self.best_k_models) < self.save_top_k or self._better(
+                    score, self._worst()[1]):
+                keep.append(path)
+                self.best_k_models[str(path)] = score
+        if not keep and not self.save_last:
+            return
+        self._write(trainer, keep)
+        if keep:
+            self._prune(trainer, keep[0])
+
+    def _worst(self) -> tuple[str, float]:
+        pick = max if self.mode == "min" else min
+        return pick(self.best_k_models.items(), key=lambda kv: kv[1])
+
+    def _prune(self, trainer: Trainer, newest: Path) -> None:
+        if self.save_top_k == -1:
+            pass
+        elif self.monitor is None:
+            ordered = sorted(self.best_k_models.items(), key=lambda kv: kv[1])
+            for old, _ in ordered[: max(len(ordered) - self.save_top_k, 0)]:
+                self._remove(trainer, old)
+        else:
+            while len(self.best_k_models) > self.save_top_k:
+                self._remove(trainer, self._worst()[0])
+        if self.monitor is not None and self.best_k_models:
+            pick = min if self.mode == "min" else max
+            self.best_model_path, self.best_model_score = pick(self.best_k_models.items(), key=lambda kv: kv[1])
+        else:
+            self.best_model_path = str(newest)
+
+    def _remove(self, trainer: Trainer, path: str) -> None:
+        del self.best_k_models[path]
+        if path != self.last_model_path:
+            trainer.strategy.remove_checkpoint(path)
+
+    def _write(self, trainer: Trainer, paths: list[Path]) -> None:
+        targets = list(paths)
+        if self.save_last:
+            last = self.resolve_dirpath(trainer) / f"{self.LAST_NAME}{self.FILE_EXTENSION}"
+            targets.append(last)
+            self.last_model_path = str(last)
+        trainer._save_checkpoint_to(targets, weights_only=self.save_weights_only)
+        self._saved_step = trainer.global_step

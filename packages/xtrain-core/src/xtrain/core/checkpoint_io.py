@@ -1,0 +1,47 @@
+"""The CheckpointIO contract: bytes on disk.
+
+It writes, reads and removes single-file checkpoints. What goes into a checkpoint is the Strategy's and the
+Trainer's business; where and how bytes land (atomic rename, object store, a background thread) is this plugin's.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar
+
+__all__ = ["CheckpointIO", "PathLike"]
+
+PathLike = str | Path
+
+
+class CheckpointIO(ABC):
+    """Base class of every checkpoint IO plugin.
+
+    Implementations must make :meth:`save_checkpoint` atomic: a reader sees the previous file or the new one,
+    never a partial one, even if the process is killed mid-write.
+    """
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: PathLike) -> None:
+        """Serialize ``checkpoint`` to ``path`` atomically."""
+
+    @abstractmethod
+    def load_checkpoint(self, path: PathLike, *, map_location: Any = "cpu") -> dict[str, Any]:
+        """Read a checkpoint safely (no arbitrary code may run), or raise :class:`~xtrain.core.errors.CheckpointError`."""
+
+    @abstractmethod
+    def remove_checkpoint(self, path: PathLike) -> None:
+        """Delete a checkpoint written by :meth:`save_checkpoint`."""
+
+    def wait(self) -> None:
+        """Block until every save started so far is on disk (asynchronous implementations override this)."""
+
+    def teardown(self) -> None:
+        """Finish pending work; the default waits for pending saves."""
+        self.wait()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"

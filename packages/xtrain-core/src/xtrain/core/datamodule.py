@@ -1,0 +1,44 @@
+"""DataModule: where the data comes from, kept apart from the model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xtrain.core._internal.hparams import HyperparametersMixin
+
+__all__ = ["DataModule"]
+
+
+class DataModule(HyperparametersMixin):
+    """Groups downloading, splitting and the dataloaders of each stage.
+
+    ``prepare_data`` runs once per node (on local rank 0) for downloads; ``setup`` runs in every process.
+    """
+
+    def prepare_data(self) -> None:
+        """Download or write data to disk (runs on one process per node; set no state here)."""
+
+    def setup(self, stage: str) -> None:
+        """Build datasets for ``stage`` (``"fit"``, ``"validate"``, ``"test"``, ``"predict"``); runs on every rank."""
+
+    def teardown(self, stage: str) -> None:
+        """Release what :meth:`setup` made."""
+
+    def train_dataloader(self) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} has no train_dataloader(); implement it to call fit().")
+
+    def val_dataloader(self) -> Any:
+        return None
+
+    def test_dataloader(self) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} has no test_dataloader(); implement it to call test().")
+
+    def predict_dataloader(self) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} has no predict_dataloader(); implement it to call predict().")
+
+    def state_dict(self) -> dict[str, Any]:
+        """State to store in checkpoints."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""

@@ -1,0 +1,58 @@
+"""The error types users see.
+
+There is one configuration error type so that every invalid combination of Trainer or Engine arguments can be
+caught with one ``except`` clause, and so that tests can assert "this was refused before anything started".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = ["CheckpointError", "ConfigError", "RankFailedError", "XtrainDeprecationWarning", "format_choices"]
+
+
+def format_choices(choices: Iterable[object]) -> str:
+    """Render valid choices the same way in every message: sorted, quoted, comma separated."""
+    items = sorted({repr(c) for c in choices})
+    return ", ".join(items) if items else "(none installed)"
+
+
+class ConfigError(ValueError):
+    """An invalid argument, raised before any process starts or any training begins.
+
+    The message always names the argument, shows the value with ``!r``, lists the valid choices where there is a
+    finite set of them, and says how to fix it (including the exact ``pip install`` line when a package is missing).
+    """
+
+    def __init__(self, argument: str, value: object, problem: str, *, choices: Iterable[object] | None = None,
+                 fix: str | None = None) -> None:
+        self.argument = argument
+        self.value = value
+        self.choices = tuple(choices) if choices is not None else None
+        self.fix = fix
+        parts = [f"{argument}={value!r}: {problem}"]
+        if self.choices is not None:
+            parts.append(f"Valid choices: {format_choices(self.choices)}.")
+        if fix:
+            parts.append(f"Fix: {fix}")
+        super().__init__(" ".join(parts))
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be read: missing, truncated, corrupted, unsafe, or from an incompatible layout.
+
+    The message names the file and what to do, instead of surfacing a pickle or zip traceback.
+    """
+
+
+class RankFailedError(RuntimeError):
+    """Another rank of a distributed run failed; carries that rank's number and traceback."""
+
+    def __init__(self, rank: int, details: str) -> None:
+        self.rank = rank
+        self.details = details
+        super().__init__(f"rank {rank} failed:\n{details}")
+
+
+class XtrainDeprecationWarning(DeprecationWarning):
+    """Warns about an xtrain API that will be removed; the message names the ``since`` and ``removal`` versions."""

@@ -1,0 +1,82 @@
+"""Metrics to a CSV file, written through on every call so a crash loses nothing."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from typing_extensions import override
+
+from xtrain.core.loggers.logger import Logger
+
+__all__ = ["CSVLogger"]
+
+
+class CSVLogger(Logger):
+    """Writes ``metrics.csv`` (one row per logged step) and ``hparams.json`` to :attr:`log_dir`.
+
+    Rows are appended as they come; the file is rewritten only when a new metric name adds a column.
+    """
+
+    _FILE = "metrics.csv"
+
+    def __init__(self, save_dir: str | Path = ".", *, name: str = "xtrain_logs",
+                 version: int | str | None = None) -> None:
+        super().__init__(save_dir, name=name, version=version)
+        self._columns: list[str] | None = None
+        self._rows = 0
+
+    @property
+    def metrics_file(self) -> Path:
+        return self.log_dir / self._FILE
+
+    def _read(self) -> tuple[list[str], list[dict[str, str]]]:
+        if not self.metrics_file.is_file():
+            return [], []
+        with self.metrics_file.open(newline="") as f:
+            reader = csv.DictReader(f)
+            return list(reader.fieldnames or []), list(reader)
+
+    def _rewrite(self, columns: list[str], rows: list[dict[str, Any]]) -> None:
+        self.metrics_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.metrics_file.with_suffix(".csv.tmp")
+        with tmp.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows(rows)
+        tmp.replace(self.metrics_file)
+        self._columns = columns
+
+    @override
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        row: dict[str, Any] = {"step": step, **metrics}
+        self._rows += 1
+        if self._columns is None:
+            self._columns = self._read()[0] or ["step"]
+        new = [k for k in row if k not in self._columns]
+        if new or not self.metrics_file.is_file():
+            _, rows = self._read()
+            self._rewrite([*self._columns, *new], [*rows, row])
+            return
+        with self.metrics_file.open("a", newline="") as f:
+            csv.DictWriter(f, fieldnames=self._columns).writerow(row)
+
+    @override
+    def log_hyperparams(self, params: dict[str, Any]) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        (self.log_dir / "hparams.json").write_text(json.dumps(params, indent=2, default=repr))
+
+    @override
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "rows": self._rows}
+
+    @override
+    def resume(self, state: dict[str, Any], *, step: int) -> None:
+        """Keep exactly the rows written before the checkpoint (steps can repeat, e.g. epoch-end metrics)."""
+        super().resume(state, step=step)
+        columns, rows = self._read()
+        self._rows = int(state.get("rows", len(rows)))
+        if columns:
+            self._rewrite(columns, rows[: self._rows])

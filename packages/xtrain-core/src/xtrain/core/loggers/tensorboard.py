@@ -1,0 +1,76 @@
+"""Metrics and hyperparameters to TensorBoard event files (needs the ``tensorboard`` package)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from typing_extensions import override
+
+from xtrain.core.errors import ConfigError
+from xtrain.core.loggers.logger import Logger
+
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
+
+__all__ = ["TensorBoardLogger"]
+
+
+def _scalar_hparams(params: dict[str, Any]) -> dict[str, Any]:
+    return {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in params.items()}
+
+
+class TensorBoardLogger(Logger):
+    """Writes event files to :attr:`log_dir`, read with ``tensorboard --logdir <save_dir>``.
+
+    A resumed run purges events after the checkpoint's step, so curves continue without duplicate steps.
+    """
+
+    def __init__(self, save_dir: str | Path = ".", *, name: str = "xtrain_logs",
+                 version: int | str | None = None) -> None:
+        super().__init__(save_dir, name=name, version=version)
+        self._writer: SummaryWriter | None = None
+        self._purge_step: int | None = None
+
+    @property
+    def experiment(self) -> SummaryWriter:
+        """The ``SummaryWriter``, created on first use."""
+        if self._writer is None:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:
+                raise ConfigError("logger", "TensorBoardLogger", "needs the tensorboard package.",
+                                  fix="pip install tensorboard") from None
+            self._writer = SummaryWriter(log_dir=str(self.log_dir), purge_step=self._purge_step)
+        return self._writer
+
+    @override
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        writer = self.experiment
+        for key, value in metrics.items():
+            writer.add_scalar(key, value, global_step=step)
+
+    @override
+    def log_hyperparams(self, params: dict[str, Any]) -> None:
+        from torch.utils.tensorboard.summary import hparams
+
+        writer = self.experiment
+        for summary in hparams(_scalar_hparams(params), {}):
+            writer._get_file_writer().add_summary(summary)
+
+    @override
+    def save(self) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+
+    @override
+    def finalize(self, status: str) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+            self._writer.close()
+            self._writer = None
+
+    @override
+    def resume(self, state: dict[str, Any], *, step: int) -> None:
+        super().resume(state, step=step)
+        self._purge_step = step + 1

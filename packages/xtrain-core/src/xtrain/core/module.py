@@ -1,0 +1,171 @@
+"""TrainModule: the user's model, its steps, its optimizers and its hooks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+import torch
+from torch import nn
+
+from xtrain.core._internal.hparams import HyperparametersMixin
+
+if TYPE_CHECKING:
+    from xtrain.core.trainer import Trainer
+
+__all__ = ["TrainModule"]
+
+ReduceFx = Literal["mean", "sum", "max", "min"]
+
+
+class TrainModule(HyperparametersMixin, nn.Module):
+    """Subclass this, write ``training_step`` and ``configure_optimizers``, and train it with any Trainer settings.
+
+    The module never refers to devices, ranks or precision: the Trainer's strategy handles them, so the same module
+    runs on a laptop CPU or many GPUs unchanged.
+
+    Attributes:
+        automatic_optimization: When ``False``, ``training_step`` calls ``self.optimizers()``,
+            ``self.manual_backward(loss)`` and ``optimizer.step()`` itself.
+    """
+
+    automatic_optimization: bool = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._trainer: Trainer | None = None
+
+    # -- what users write ---------------------------------------------------------------------------------------
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor | Mapping[str, Any] | None:
+        """Compute and return the loss of one batch (or a dict with a ``"loss"`` key, or ``None`` to skip)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement training_step(self, batch, batch_idx).")
+
+    def validation_step(self, batch: Any, batch_idx: int) -> Any:
+        """Evaluate one validation batch; log metrics with ``self.log``."""
+        return None
+
+    def test_step(self, batch: Any, batch_idx: int) -> Any:
+        """Evaluate one test batch; log metrics with ``self.log``."""
+        return None
+
+    def predict_step(self, batch: Any, batch_idx: int) -> Any:
+        """Return predictions for one batch; by default the forward pass on the batch (or its first element)."""
+        inputs = batch[0] if isinstance(batch, (list, tuple)) else batch
+        return self(inputs)
+
+    def configure_optimizers(self) -> Any:
+        """Return an optimizer, a list of them, ``(optimizers, schedulers)``, or a dict with ``"optimizer"`` and
+        ``"lr_scheduler"`` (a scheduler or ``{"scheduler", "interval", "frequency", "monitor"}``)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement configure_optimizers(self).")
+
+    def configure_callbacks(self) -> list[Any]:
+        """Callbacks this module needs, added to the Trainer's."""
+        return []
+
+    # -- hooks (no-ops; the Trainer calls only the ones a subclass overrides) --------------------------------------
+    def setup(self, stage: str) -> None: ...
+    def teardown(self, stage: str) -> None: ...
+    def on_fit_start(self) -> None: ...
+    def on_fit_end(self) -> None: ...
+    def on_train_start(self) -> None: ...
+    def on_train_end(self) -> None: ...
+    def on_train_epoch_start(self) -> None: ...
+    def on_train_epoch_end(self) -> None: ...
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None: ...
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None: ...
+    def on_validation_start(self) -> None: ...
+    def on_validation_end(self) -> None: ...
+    def on_validation_epoch_start(self) -> None: ...
+    def on_validation_epoch_end(self) -> None: ...
+    def on_validation_batch_start(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None: ...
+    def on_validation_batch_end(self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None: ...
+    def on_test_start(self) -> None: ...
+    def on_test_end(self) -> None: ...
+    def on_test_epoch_start(self) -> None: ...
+    def on_test_epoch_end(self) -> None: ...
+    def on_test_batch_start(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None: ...
+    def on_test_batch_end(self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None: ...
+    def on_predict_start(self) -> None: ...
+    def on_predict_end(self) -> None: ...
+    def on_predict_epoch_start(self) -> None: ...
+    def on_predict_epoch_end(self) -> None: ...
+    def on_predict_batch_start(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None: ...
+    def on_predict_batch_end(self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None: ...
+    def on_before_backward(self, loss: torch.Tensor) -> None: ...
+    def on_after_backward(self) -> None: ...
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None: ...
+    def on_before_zero_grad(self, optimizer: torch.optim.Optimizer) -> None: ...
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None: ...
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None: ...
+
+    # -- services -------------------------------------------------------------------------------------------------
+    @property
+    def trainer(self) -> Trainer:
+        if self._trainer is None:
+            raise RuntimeError(f"{type(self).__name__} is not attached to a Trainer; call trainer.fit(module) first.")
+        return self._trainer
+
+    @property
+    def device(self) -> torch.device:
+        if self._trainer is not None:
+            return self._trainer.strategy.root_device
+        param = next(self.parameters(), None)
+        return param.device if param is not None else torch.device("cpu")
+
+    @property
+    def global_rank(self) -> int:
+        return self._trainer.global_rank if self._trainer is not None else 0
+
+    @property
+    def current_epoch(self) -> int:
+        return self._trainer.current_epoch if self._trainer is not None else 0
+
+    @property
+    def global_step(self) -> int:
+        return self._trainer.global_step if self._trainer is not None else 0
+
+    def log(self, name: str, value: torch.Tensor | float | int, *, prog_bar: bool = False, logger: bool = True,
+            on_step: bool | None = None, on_epoch: bool | None = None, reduce_fx: ReduceFx = "mean",
+            sync_dist: bool = False, batch_size: int | None = None) -> None:
+        """Record a metric. Values stay tensors until a logger writes them: no per-step ``.item()`` or sync.
+
+        Args:
+            name: The metric's name.
+            value: A scalar tensor or a number.
+            prog_bar: Show it in the progress bar.
+            logger: Send it to the loggers.
+            on_step: Record this step's value (default: True in training, False in evaluation).
+            on_epoch: Record the epoch's aggregate (default: False in training, True in evaluation).
+            reduce_fx: How the epoch aggregate is formed.
+            sync_dist: Reduce across ranks (a collective per use; only when asked).
+            batch_size: Weight of this value in the epoch mean (default: inferred from the batch).
+        """
+        if self._trainer is None:
+            return
+        self._trainer._metrics.log(name, value, prog_bar=prog_bar, logger=logger, on_step=on_step,
+                                   on_epoch=on_epoch, reduce_fx=reduce_fx, sync_dist=sync_dist,
+                                   batch_size=batch_size)
+
+    def log_dict(self, values: Mapping[str, torch.Tensor | float | int], **kwargs: Any) -> None:
+        """Call :meth:`log` for each item, with the same options."""
+        for name, value in values.items():
+            self.log(name, value, **kwargs)
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        """``print`` on global rank 0 only."""
+        if self.global_rank == 0:
+            print(*args, **kwargs)
+
+    def optimizers(self) -> Any:
+        """The optimizer(s) from ``configure_optimizers``, for manual optimization."""
+        optimizers = self.trainer.optimizers
+        return optimizers[0] if len(optimizers) == 1 else optimizers
+
+    def lr_schedulers(self) -> Any:
+        """The LR scheduler(s), for manual optimization."""
+        schedulers = [config.scheduler for config in self.trainer.lr_scheduler_configs]
+        return None if not schedulers else schedulers[0] if len(schedulers) == 1 else schedulers
+
+    def manual_backward(self, loss: torch.Tensor) -> None:
+        """Backward pass through the strategy (gradient scaling, DDP sync); use instead of ``loss.backward()``."""
+        self.trainer.strategy.backward(loss)

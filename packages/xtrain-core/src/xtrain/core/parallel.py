@@ -1,0 +1,201 @@
+"""ParallelStrategy: the base of strategies built on ``torch.distributed`` process groups.
+
+It owns what DDP, FSDP and the other process-group strategies share: ranks from the cluster environment, the
+process group on the accelerator's declared backend, collectives, distributed sampling and the fail-fast watchdog.
+Subclasses add how the module is wrapped and how processes are launched.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import traceback
+from abc import ABC
+from datetime import timedelta
+from typing import Any, ClassVar, TypeVar
+
+import torch
+import torch.distributed as dist
+from typing_extensions import override
+
+from xtrain.core._internal.watchdog import Watchdog
+from xtrain.core.environment import ClusterEnvironment
+from xtrain.core.errors import ConfigError
+from xtrain.core.strategy import ReduceOp, Strategy
+
+__all__ = ["ParallelStrategy"]
+
+_T = TypeVar("_T")
+_OPS = {"sum": dist.ReduceOp.SUM, "mean": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
+_generation = itertools.count()
+
+
+class ParallelStrategy(Strategy, ABC):
+    """One process per device, communicating through a ``torch.distributed`` process group.
+
+    Args:
+        process_group_backend: Override the accelerator's declared backend (e.g. ``"gloo"`` on GPUs).
+        timeout: Timeout of collectives; failures are normally caught much sooner by the watchdog.
+        heartbeat_timeout: Seconds without a heartbeat before a rank counts as gone (default 6, or
+            ``XTRAIN_HEARTBEAT_TIMEOUT``).
+        **kwargs: Plugins, as for :class:`~xtrain.core.strategy.Strategy`.
+    """
+
+    needs_dist_backend: ClassVar[bool] = True
+
+    def __init__(self, *, process_group_backend: str | None = None, timeout: timedelta = timedelta(minutes=30),
+                 heartbeat_timeout: float | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.process_group_backend = process_group_backend
+        self.timeout = timeout
+        self.heartbeat_timeout = heartbeat_timeout
+        self._watchdog: Watchdog | None = None
+
+    @property
+    def environment(self) -> ClusterEnvironment:
+        env = self.cluster_environment
+        if env is None:
+            raise ConfigError("plugins", None, f"{self.name!r} needs a cluster environment.",
+                              fix="let Trainer(...) or Engine(...) resolve the strategy.")
+        return env
+
+    @override
+    def connect(self, **kwargs: Any) -> None:
+        super().connect(**kwargs)
+        self.set_world_ranks()
+
+    def set_world_ranks(self) -> None:
+        """Tell the environment the world size and this process's rank (environments that know them ignore it)."""
+        env = self.environment
+        per_node = len(self.parallel_devices)
+        env.set_world_size(per_node * self.num_nodes)
+        env.set_global_rank(env.node_rank() * per_node + env.local_rank())
+
+    @property
+    @override
+    def global_rank(self) -> int:
+        return self.environment.global_rank()
+
+    @property
+    @override
+    def local_rank(self) -> int:
+        return self.environment.local_rank()
+
+    @property
+    @override
+    def node_rank(self) -> int:
+        return self.environment.node_rank()
+
+    @property
+    @override
+    def world_size(self) -> int:
+        return self.environment.world_size()
+
+    @property
+    @override
+    def root_device(self) -> torch.device:
+        return self.parallel_devices[self.local_rank % len(self.parallel_devices)]
+
+    @property
+    @override
+    def distributed_sampler_kwargs(self) -> dict[str, int] | None:
+        return {"num_replicas": self.world_size, "rank": self.global_rank}
+
+    @property
+    def backend(self) -> str:
+        backend = self.process_group_backend or self.accelerator.dist_backend
+        assert backend is not None
+        return backend
+
+    # -- process group and watchdog -----------------------------------------------------------------------------
+    @override
+    def setup_environment(self) -> None:
+        self.set_world_ranks()
+        self.accelerator.setup_device(self.root_device)
+        if not dist.is_initialized():
+            env = self.environment
+            os.environ["MASTER_ADDR"] = env.main_address
+            os.environ["MASTER_PORT"] = str(env.main_port)
+            dist.init_process_group(self.backend, rank=self.global_rank, world_size=self.world_size,
+                                    timeout=self.timeout)
+        self.start_watchdog()
+
+    def watchdog_store(self) -> Any:
+        """The store the watchdog uses: a fresh prefix per run on the default group's store."""
+        store = dist.distributed_c10d._get_default_store()
+        return dist.PrefixStore(f"xtrain/watchdog/{next(_generation)}/", store)  # type: ignore[attr-defined]
+
+    def start_watchdog(self) -> None:
+        if self.world_size > 1 and self._watchdog is None:
+            self._watchdog = Watchdog(self.watchdog_store(), rank=self.global_rank, world_size=self.world_size,
+                                      dead_after=self.heartbeat_timeout)
+            self._watchdog.start()
+
+    def stop_watchdog(self) -> None:
+        """Stop watching, then wait for every rank to do the same (so no rank exits while another still watches)."""
+        if self._watchdog is not None:
+            self._watchdog.stop()
+            self._watchdog = None
+            self.barrier("watchdog-stop")
+
+    @override
+    def on_exception(self, exception: BaseException) -> None:
+        if self._watchdog is not None:
+            details = "".join(traceback.format_exception(type(exception), exception, exception.__traceback__))
+            self._watchdog.report_failure(details)
+
+    @override
+    def teardown(self) -> None:
+        self.stop_watchdog()
+        super().teardown()
+
+    # -- collectives --------------------------------------------------------------------------------------------
+    def _on_device(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.detach().to(self.root_device).clone()
+
+    @override
+    def reduce(self, tensor: torch.Tensor, op: ReduceOp = "mean") -> torch.Tensor:
+        if op not in _OPS:
+            raise ConfigError("op", op, "is not a reduction.", choices=list(_OPS), fix="pass op='mean'.")
+        result = self._on_device(tensor)
+        if op == "mean" and not result.is_floating_point():
+            result = result.float()
+        dist.all_reduce(result, op=_OPS[op])
+        if op == "mean":
+            result /= self.world_size
+        return result
+
+    @override
+    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        local = self._on_device(tensor).contiguous()
+        out = torch.empty((self.world_size, *local.shape), dtype=local.dtype, device=local.device)
+        dist.all_gather_into_tensor(out, local)
+        return out
+
+    @override
+    def broadcast(self, obj: _T, src: int = 0) -> _T:
+        if self.world_size == 1:
+            return obj
+        box: list[Any] = [obj]
+        dist.broadcast_object_list(box, src=src, device=self._object_device())
+        return box[0]  # type: ignore[no-any-return]
+
+    @override
+    def all_gather_object(self, obj: _T) -> list[_T]:
+        if self.world_size == 1:
+            return [obj]
+        out: list[Any] = [None] * self.world_size
+        dist.all_gather_object(out, obj)
+        return out
+
+    def _object_device(self) -> torch.device | None:
+        return self.root_device if self.backend == "nccl" else None
+
+    @override
+    def barrier(self, name: str | None = None) -> None:
+        if not dist.is_initialized() or self.world_size == 1:
+            return
+        if self.backend == "nccl" and self.root_device.index is not None:
+            dist.barrier(device_ids=[self.root_device.index])
+        else:
+            dist.barrier()

@@ -1,0 +1,36 @@
+"""Seeding every generator at once."""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+
+import torch
+
+__all__ = ["seed_everything"]
+
+
+def seed_everything(seed: int, *, workers: bool = True) -> int:
+    """Seed Python's ``random``, NumPy (if installed) and torch (CPU and all devices), and export ``XTRAIN_SEED``.
+
+    Args:
+        seed: The seed.
+        workers: Also export it so that spawned processes and dataloader workers derive their seeds from it.
+
+    Returns:
+        The seed.
+    """
+    random.seed(seed)
+    torch.manual_seed(seed)
+    np = sys.modules.get("numpy")
+    if np is None:
+        try:
+            import numpy as np
+        except ImportError:  # pragma: no cover - numpy is optional
+            np = None
+    if np is not None:
+        np.random.seed(seed % (2**32))
+    if workers:
+        os.environ["XTRAIN_SEED"] = str(seed)
+    return seed

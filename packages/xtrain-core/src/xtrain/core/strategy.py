@@ -1,0 +1,271 @@
+"""The Strategy contract: the one object the Trainer, the Engine, the loops and every callback talk to.
+
+A strategy owns the module (wrapped for distribution), the collectives and checkpoint saving, and composes the
+other plugins: it calls the Accelerator for device work, the Precision for numerics, the CheckpointIO for bytes and
+the ClusterEnvironment for ranks. What it supports is declared as data that the validator reads.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+
+import torch
+from torch import nn
+
+from xtrain.core._internal.apply import move_to_device
+from xtrain.core._internal.state_dict import load_optimizer_state, optimizer_state
+from xtrain.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from xtrain.core.accelerator import Accelerator
+    from xtrain.core.checkpoint_io import CheckpointIO, PathLike
+    from xtrain.core.environment import ClusterEnvironment
+    from xtrain.core.launcher import Launcher
+    from xtrain.core.precision import Precision
+
+__all__ = ["ReduceOp", "StepName", "Strategy"]
+
+StepName = Literal["training_step", "validation_step", "test_step", "predict_step"]
+ReduceOp = Literal["mean", "sum", "max", "min"]
+_T = TypeVar("_T")
+
+
+class Strategy(ABC):
+    """Base class of every strategy.
+
+    Attributes:
+        name: The registry name.
+        supported_accelerators: Accelerator names it runs on; ``None`` means any (that has a collective backend,
+            when ``needs_dist_backend``).
+        supported_precisions: Precision names it accepts; ``None`` means any.
+        needs_dist_backend: Whether the accelerator must declare a ``torch.distributed`` backend.
+        max_devices: The most devices per node it drives (``1`` for single-device strategies), ``None`` for any.
+        checkpoint_layout: ``"full"`` (one file) or ``"sharded"`` (a directory, every rank writes).
+        handles_gradient_accumulation: Whether it accumulates gradients itself (Horovod), so loops must not.
+    """
+
+    name: ClassVar[str]
+    supported_accelerators: ClassVar[frozenset[str] | None] = None
+    supported_precisions: ClassVar[frozenset[str] | None] = None
+    needs_dist_backend: ClassVar[bool] = False
+    max_devices: ClassVar[int | None] = None
+    checkpoint_layout: ClassVar[Literal["full", "sharded"]] = "full"
+    handles_gradient_accumulation: ClassVar[bool] = False
+
+    def __init__(self, *, accelerator: Accelerator | None = None, precision: Precision | None = None,
+                 checkpoint_io: CheckpointIO | None = None,
+                 cluster_environment: ClusterEnvironment | None = None) -> None:
+        self._accelerator = accelerator
+        self._precision = precision
+        self._checkpoint_io = checkpoint_io
+        self._cluster_environment = cluster_environment
+        self.parallel_devices: list[torch.device] = []
+        self.num_nodes = 1
+        self._module: nn.Module | None = None
+        self._model: nn.Module | None = None
+
+    # -- wiring, done once by the validator -------------------------------------------------------------------
+    def connect(self, *, accelerator: Accelerator, precision: Precision, checkpoint_io: CheckpointIO,
+                cluster_environment: ClusterEnvironment | None, devices: Sequence[torch.device],
+                num_nodes: int) -> None:
+        """Receive the resolved plugins and devices. Called by the validator before anything starts."""
+        self._accelerator, self._precision, self._checkpoint_io = accelerator, precision, checkpoint_io
+        self._cluster_environment = cluster_environment
+        self.parallel_devices, self.num_nodes = list(devices), num_nodes
+
+    @property
+    def accelerator(self) -> Accelerator:
+        return _connected(self._accelerator, "accelerator")
+
+    @property
+    def precision(self) -> Precision:
+        return _connected(self._precision, "precision")
+
+    @property
+    def checkpoint_io(self) -> CheckpointIO:
+        return _connected(self._checkpoint_io, "checkpoint_io")
+
+    @property
+    def cluster_environment(self) -> ClusterEnvironment | None:
+        return self._cluster_environment
+
+    def check_config(self) -> None:
+        """Raise :class:`ConfigError` for settings only this strategy can judge; runs before any process starts."""
+
+    # -- ranks and devices --------------------------------------------------------------------------------------
+    @property
+    @abstractmethod
+    def root_device(self) -> torch.device:
+        """The device this process computes on."""
+
+    @property
+    def global_rank(self) -> int:
+        return 0
+
+    @property
+    def local_rank(self) -> int:
+        return 0
+
+    @property
+    def node_rank(self) -> int:
+        return 0
+
+    @property
+    def world_size(self) -> int:
+        return 1
+
+    @property
+    def is_global_zero(self) -> bool:
+        return self.global_rank == 0
+
+    @property
+    def launcher(self) -> Launcher | None:
+        """The launcher that starts the other processes, or ``None`` when they exist already or none are needed."""
+        return None
+
+    @property
+    def distributed_sampler_kwargs(self) -> dict[str, int] | None:
+        """``num_replicas`` and ``rank`` for sharding data, or ``None`` when every process sees all data."""
+        return None
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+    def setup_environment(self) -> None:
+        """Prepare this process (device, process group). Runs in every process after launching."""
+        self.accelerator.setup_device(self.root_device)
+
+    def setup(self, module: nn.Module) -> nn.Module:
+        """Convert, move and wrap the module; returns the module to run forward passes through.
+
+        Optimizers are created after this (from the wrapped module's parameters, which sharding may replace) and
+        handed to :meth:`setup_optimizers`.
+        """
+        module = self.precision.convert_module(module).to(self.root_device)
+        self._module = module
+        self._model = self.wrap_module(module)
+        return self._model
+
+    def setup_optimizers(self, optimizers: list[torch.optim.Optimizer]) -> list[torch.optim.Optimizer]:
+        """Wrap or move the optimizers created for the set-up module (Horovod wraps them); default: unchanged."""
+        return optimizers
+
+    def wrap_module(self, module: nn.Module) -> nn.Module:
+        """Wrap the module for distribution (DDP, FSDP); the default returns it unchanged."""
+        return module
+
+    @property
+    def module(self) -> nn.Module:
+        """The user's module, unwrapped."""
+        return _connected(self._module, "module (call setup first)")
+
+    @property
+    def model(self) -> nn.Module:
+        """The module as wrapped by :meth:`wrap_module`."""
+        return _connected(self._model, "model (call setup first)")
+
+    def teardown(self) -> None:
+        """Release everything set up; the strategy can be set up again afterwards."""
+        self.precision.teardown()
+        self.checkpoint_io.teardown()
+        self.accelerator.teardown()
+
+    def on_exception(self, exception: BaseException) -> None:
+        """Called when training raised, before the process exits (distributed strategies tell the other ranks)."""
+
+    # -- the step path ------------------------------------------------------------------------------------------
+    def batch_to_device(self, batch: _T) -> _T:
+        """Move a batch (tensors nested in lists, tuples, dicts, dataclasses) to :attr:`root_device`."""
+        return move_to_device(batch, self.root_device)
+
+    def run_step(self, name: StepName, *args: Any, **kwargs: Any) -> Any:
+        """Call the module's ``training_step`` (or another step) in the precision's forward context."""
+        with self.precision.forward_context():
+            return getattr(self.module, name)(*args, **kwargs)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        """Run the backward pass through the precision plugin."""
+        self.precision.backward(loss)
+
+    def optimizer_step(self, optimizer: torch.optim.Optimizer) -> bool:
+        """Step ``optimizer``; returns ``False`` when the precision plugin skipped the step."""
+        return self.precision.optimizer_step(optimizer)
+
+    def no_backward_sync(self, enabled: bool = True) -> AbstractContextManager[Any]:
+        """A context in which backward passes do not synchronize gradients (for gradient accumulation)."""
+        return nullcontext()
+
+    def clip_gradients(self, optimizer: torch.optim.Optimizer, *, value: float,
+                       algorithm: Literal["norm", "value"] = "norm") -> torch.Tensor | None:
+        """Clip the gradients of ``optimizer``'s parameters after unscaling them; returns the total norm for "norm"."""
+        self.precision.unscale_gradients(optimizer)
+        params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        if algorithm == "value":
+            torch.nn.utils.clip_grad_value_(params, value)
+            return None
+        return torch.nn.utils.clip_grad_norm_(params, value)
+
+    # -- collectives (identity for one process) ---------------------------------------------------------------
+    @abstractmethod
+    def reduce(self, tensor: torch.Tensor, op: ReduceOp = "mean") -> torch.Tensor:
+        """Reduce ``tensor`` over all ranks; every rank receives the result."""
+
+    @abstractmethod
+    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Gather ``tensor`` from all ranks, stacked along a new first dimension of size ``world_size``."""
+
+    @abstractmethod
+    def broadcast(self, obj: _T, src: int = 0) -> _T:
+        """Send a picklable object from rank ``src`` to all ranks."""
+
+    @abstractmethod
+    def barrier(self, name: str | None = None) -> None:
+        """Wait until every rank reaches this point."""
+
+    def all_gather_object(self, obj: _T) -> list[_T]:
+        """Gather a picklable object from every rank, in rank order."""
+        return [obj]
+
+    def reduce_boolean_decision(self, decision: bool, *, all: bool = True) -> bool:
+        """Agree on a decision: ``all=True`` needs every rank to say yes, ``all=False`` any rank."""
+        flag = torch.tensor(int(decision), device=self.root_device)
+        total = int(self.reduce(flag, op="sum").item())
+        return total == self.world_size if all else total > 0
+
+    # -- checkpoint content and IO ----------------------------------------------------------------------------
+    def module_state_dict(self) -> dict[str, Any]:
+        """The module's state, keyed by parameter names (no wrapper prefixes)."""
+        return self.module.state_dict()
+
+    def load_module_state_dict(self, state: dict[str, Any], *, strict: bool = True) -> None:
+        self.module.load_state_dict(state, strict=strict)
+
+    def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+        """The optimizer's state keyed by parameter names, so it loads under any strategy."""
+        return optimizer_state(self.module, optimizer)
+
+    def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+        load_optimizer_state(self.module, optimizer, state)
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: PathLike) -> None:
+        """Write a full checkpoint from rank 0 through the CheckpointIO."""
+        if self.is_global_zero:
+            self.checkpoint_io.save_checkpoint(checkpoint, path)
+
+    def load_checkpoint(self, path: PathLike) -> dict[str, Any]:
+        return self.checkpoint_io.load_checkpoint(path)
+
+    def remove_checkpoint(self, path: PathLike) -> None:
+        if self.is_global_zero:
+            self.checkpoint_io.remove_checkpoint(path)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+def _connected(value: _T | None, what: str) -> _T:
+    if value is None:
+        raise ConfigError("strategy", None, f"has no {what} yet.",
+                          fix="let Trainer(...) or Engine(...) resolve the strategy, or call strategy.connect(...).")
+    return value

@@ -1,0 +1,25 @@
+"""Testing tools for xtrain and its plugins: the conformance kit, a multi-process launcher, tiny models."""
+
+from xtrain.core.testing.conformance import (
+    AcceleratorConformance,
+    CheckpointIOConformance,
+    PrecisionConformance,
+    StrategyConformance,
+    run_probe,
+)
+from xtrain.core.testing.models import TinyClassifier, tiny_dataset, tiny_loaders
+from xtrain.core.testing.processes import (
+    ProcessResult,
+    RunResult,
+    free_port,
+    leftover_processes,
+    python_command,
+    run_processes,
+    torchrun_command,
+)
+
+__all__ = [
+    "AcceleratorConformance", "CheckpointIOConformance", "PrecisionConformance", "ProcessResult", "RunResult",
+    "StrategyConformance", "TinyClassifier", "free_port", "leftover_processes", "python_command", "run_probe",
+    "run_processes", "tiny_dataset", "tiny_loaders", "torchrun_command",
+]

@@ -1,0 +1,506 @@
+"""The Trainer: runs a TrainModule's fit, validate, test and predict on any accelerator, strategy and precision.
+
+Hardware arguments are resolved by the one validator into a Strategy; from then on the Trainer, its loops and its
+callbacks talk only to that Strategy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from contextlib import suppress
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from xtrain.core._internal.checkpointing import build_checkpoint, find_checkpoint, restore_checkpoint
+from xtrain.core._internal.data import batch_limit, prepare_dataloader, resumable_sampler
+from xtrain.core._internal.hooks import HookDispatcher
+from xtrain.core._internal.loops.evaluation import run_evaluation, run_predict
+from xtrain.core._internal.loops.fit import FitLoop
+from xtrain.core._internal.metrics import MetricStore
+from xtrain.core._internal.optim import SchedulerConfig, parse_optimizers
+from xtrain.core._internal.preemption import Preemption
+from xtrain.core._internal.progress import FitProgress
+from xtrain.core._internal.resolve import resolve
+from xtrain.core._internal.rng import restore_rng_states
+from xtrain.core._internal.sampler import ResumableSampler
+from xtrain.core._internal.trainer_args import check_callbacks, check_loggers, check_root, parse_settings
+from xtrain.core.callbacks import Callback, ModelCheckpoint, ModelSummary, ProgressBar
+from xtrain.core.datamodule import DataModule
+from xtrain.core.errors import ConfigError
+from xtrain.core.loggers.logger import Logger
+from xtrain.core.module import TrainModule
+from xtrain.core.strategy import Strategy
+
+__all__ = ["Trainer"]
+
+Stage = Literal["fit", "validate", "test", "predict"]
+
+
+class Trainer:
+    """Trains and evaluates a :class:`~xtrain.core.TrainModule`.
+
+    Hardware (all resolved before anything starts; any invalid value raises
+    :class:`~xtrain.core.errors.ConfigError`):
+
+    Args:
+        accelerator: ``"auto"``, a registered name (``"cpu"``, ``"cuda"``, ...) or an Accelerator.
+        devices: ``"auto"``, a count, ``-1`` (all), a list of indices or a string like ``"0,1"``.
+        num_nodes: Number of machines.
+        strategy: ``"auto"``, a registered name (``"ddp"``, ``"fsdp"``, ...) or a Strategy.
+        precision: A registered precision name (``"32-true"``, ``"bf16-mixed"``, ...) or a legacy spelling.
+        plugins: A Precision, CheckpointIO or ClusterEnvironment instance or name, or a list of them.
+
+    Length and cadence:
+
+    Args:
+        max_epochs: Stop after this many epochs (default 1000 when ``max_steps`` is unset; -1 for no limit).
+        max_steps: Stop after this many optimizer steps (-1: no limit).
+        max_time: Stop after this long (``"DD:HH:MM:SS"``, timedelta or dict).
+        limit_train_batches, limit_val_batches, limit_test_batches, limit_predict_batches: Batches per epoch (int)
+            or fraction of the dataloader (float).
+        val_check_interval: Validate every fraction of an epoch (float) or every N batches (int).
+        check_val_every_n_epoch: Validate every N epochs (``None``: by ``val_check_interval`` batches only).
+        num_sanity_val_steps: Validation batches run before training to catch bugs early (-1: all).
+        accumulate_grad_batches: Batches whose gradients are summed before each optimizer step.
+        gradient_clip_val: Clip gradients to this norm or value (``None``: no clipping).
+        gradient_clip_algorithm: ``"norm"`` or ``"value"``.
+        fast_dev_run: Run 1 (or N) batches of each stage, with no checkpoints or logs, to test the code.
+
+    Everything else:
+
+    Args:
+        deterministic: Make torch use deterministic algorithms (``"warn"``: only warn about nondeterministic ones).
+        callbacks: Callbacks to run.
+        logger: ``True`` (TensorBoard if installed, else CSV), ``False``, a Logger or a list of them.
+        enable_checkpointing: Add a ModelCheckpoint (saving ``last.ckpt``) when none is given.
+        enable_progress_bar: Add a progress bar when none is given.
+        enable_model_summary: Print a table of the model when fitting starts.
+        log_every_n_steps: How often step metrics reach the loggers.
+        default_root_dir: Where logs and checkpoints go by default (the working directory).
+        use_distributed_sampler: Shard dataloaders across ranks automatically.
+        inference_mode: Evaluate under ``torch.inference_mode`` (``False``: ``torch.no_grad``).
+    """
+
+    def __init__(
+        self, *, accelerator: Any = "auto", strategy: Any = "auto", devices: Any = "auto", num_nodes: int = 1,
+        precision: Any = None, plugins: Any = None, max_epochs: int | None = None, max_steps: int = -1,
+        max_time: Any = None, limit_train_batches: int | float = 1.0, limit_val_batches: int | float = 1.0,
+        limit_test_batches: int | float = 1.0, limit_predict_batches: int | float = 1.0,
+        val_check_interval: int | float = 1.0, check_val_every_n_epoch: int | None = 1,
+        num_sanity_val_steps: int = 2, accumulate_grad_batches: int = 1, gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: Literal["norm", "value"] = "norm", deterministic: bool | Literal["warn"] = False,
+        callbacks: Callback | list[Callback] | None = None, logger: bool | Logger | list[Logger] | None = True,
+        enable_checkpointing: bool = True, enable_progress_bar: bool = True, enable_model_summary: bool = True,
+        log_every_n_steps: int = 50, default_root_dir: str | Path | None = None, fast_dev_run: bool | int = False,
+        use_distributed_sampler: bool = True, inference_mode: bool = True,
+    ) -> None:
+        limits = parse_settings(
+            max_epochs=max_epochs, max_steps=max_steps, max_time=max_time, limit_train_batches=limit_train_batches,
+            limit_val_batches=limit_val_batches, limit_test_batches=limit_test_batches,
+            limit_predict_batches=limit_predict_batches, val_check_interval=val_check_interval,
+            check_val_every_n_epoch=check_val_every_n_epoch, num_sanity_val_steps=num_sanity_val_steps,
+            accumulate_grad_batches=accumulate_grad_batches, gradient_clip_val=gradient_clip_val,
+            gradient_clip_algorithm=gradient_clip_algorithm, log_every_n_steps=log_every_n_steps,
+            fast_dev_run=fast_dev_run)
+        if deterministic not in (True, False, "warn"):
+            raise ConfigError("deterministic", deterministic, "is not a valid setting.", choices=[True, False, "warn"],
+                              fix="write deterministic=True.")
+        self.max_epochs, self.max_steps, self.max_time = limits.max_epochs, limits.max_steps, limits.max_time
+        self.limit_train_batches, self.limit_val_batches = limits.limit_train_batches, limits.limit_val_batches
+        self.limit_test_batches, self.limit_predict_batches = limits.limit_test_batches, limits.limit_predict_batches
+        self.val_check_interval, self.check_val_every_n_epoch = limits.val_check_interval, limits.check_val_every_n_epoch
+        self.num_sanity_val_steps, self.accumulate_grad_batches = limits.num_sanity_val_steps, limits.accumulate_grad_batches
+        self.gradient_clip_val, self.gradient_clip_algorithm = limits.gradient_clip_val, limits.gradient_clip_algorithm
+        self.log_every_n_steps, self.fast_dev_run = limits.log_every_n_steps, limits.fast_dev_run
+        self.default_root_dir = check_root(default_root_dir)
+        user_callbacks = check_callbacks(callbacks)
+        self.loggers: list[Logger] = [] if limits.fast_dev_run else check_loggers(logger, self.default_root_dir)
+        self.strategy: Strategy = resolve(accelerator=accelerator, devices=devices, num_nodes=num_nodes,
+                                          strategy=strategy, precision=precision, plugins=plugins).strategy
+        if deterministic:
+            torch.use_deterministic_algorithms(True, warn_only=deterministic == "warn")
+        defaults: list[Callback] = []
+        if enable_checkpointing and not limits.fast_dev_run and not any(
+                isinstance(cb, ModelCheckpoint) for cb in user_callbacks):
+            defaults.append(ModelCheckpoint(save_last=True))
+        if enable_progress_bar and not any(isinstance(cb, ProgressBar) for cb in user_callbacks):
+            defaults.append(ProgressBar())
+        if enable_model_summary and not limits.fast_dev_run and not any(
+                isinstance(cb, ModelSummary) for cb in user_callbacks):
+            defaults.append(ModelSummary())
+        self._user_callbacks = user_callbacks + defaults
+        self.callbacks: list[Callback] = list(self._user_callbacks)
+        self.use_distributed_sampler = use_distributed_sampler
+        self.inference_mode = inference_mode
+        self.should_stop = False
+        self.sanity_checking = False
+        self.state: Stage | None = None
+        self._progress = FitProgress()
+        self._metrics = MetricStore()
+        self._preemption = Preemption()
+        self._module: TrainModule | None = None
+        self.datamodule: DataModule | None = None
+        self.optimizers: list[torch.optim.Optimizer] = []
+        self.lr_scheduler_configs: list[SchedulerConfig] = []
+        self._loaders: dict[str, Any] = {}
+        self.train_dataloader: Any = None
+        self.val_dataloaders: list[Any] = []
+        self.num_training_batches: float = math.inf
+        self._val_limits: list[float] = []
+        self._val_last_batch = -1
+        self._pending_rng: dict[str, Any] | None = None
+        self._pending_sampler: dict[str, Any] | None = None
+        self._setup_module: TrainModule | None = None
+        self._optimizer_module: TrainModule | None = None
+        self._hooks = HookDispatcher(self, TrainModule(), [])
+
+    # -- properties --------------------------------------------------------------------------------------------
+    @property
+    def module(self) -> TrainModule:
+        if self._module is None:
+            raise RuntimeError("the Trainer has no module yet; pass one to fit/validate/test/predict.")
+        return self._module
+
+    @property
+    def global_rank(self) -> int:
+        return self.strategy.global_rank
+
+    @property
+    def local_rank(self) -> int:
+        return self.strategy.local_rank
+
+    @property
+    def world_size(self) -> int:
+        return self.strategy.world_size
+
+    @property
+    def is_global_zero(self) -> bool:
+        return self.strategy.is_global_zero
+
+    @property
+    def current_epoch(self) -> int:
+        return self._progress.epoch
+
+    @property
+    def global_step(self) -> int:
+        return self._progress.global_step
+
+    @property
+    def logger(self) -> Logger | None:
+        return self.loggers[0] if self.loggers else None
+
+    @property
+    def log_dir(self) -> Path:
+        return self.loggers[0].log_dir if self.loggers else self.default_root_dir
+
+    @property
+    def callback_metrics(self) -> dict[str, torch.Tensor]:
+        return self._metrics.callback_metrics
+
+    @property
+    def logged_metrics(self) -> dict[str, float]:
+        return self._metrics.logged_metrics
+
+    @property
+    def progress_bar_metrics(self) -> dict[str, float]:
+        return self._metrics.progress_bar_metrics()
+
+    @property
+    def checkpoint_callbacks(self) -> list[ModelCheckpoint]:
+        return [cb for cb in self.callbacks if isinstance(cb, ModelCheckpoint)]
+
+    @property
+    def checkpoint_callback(self) -> ModelCheckpoint | None:
+        return next(iter(self.checkpoint_callbacks), None)
+
+    @property
+    def _train_sampler(self) -> ResumableSampler | None:
+        return resumable_sampler(self.train_dataloader)
+
+    # -- entry points ------------------------------------------------------------------------------------------
+    def fit(self, model: TrainModule, train_dataloaders: Any = None, val_dataloaders: Any = None, *,
+            datamodule: DataModule | None = None, ckpt_path: str | Path | None = None) -> None:
+        """Train ``model``; with ``ckpt_path`` (``"last"``, ``"best"`` or a path) resume exactly where it stopped."""
+        self._attach(model, datamodule, train=train_dataloaders, val=val_dataloaders)
+        self._launch("fit", ckpt_path)
+
+    def validate(self, model: TrainModule | None = None, dataloaders: Any = None, *,
+                 datamodule: DataModule | None = None, ckpt_path: str | Path | None = None) -> list[dict[str, float]]:
+        """Run validation once; returns the logged epoch metrics."""
+        self._attach(model or self.module, datamodule, val=dataloaders)
+        return self._launch("validate", ckpt_path)  # type: ignore[no-any-return]
+
+    def test(self, model: TrainModule | None = None, dataloaders: Any = None, *, datamodule: DataModule | None = None,
+             ckpt_path: str | Path | None = None) -> list[dict[str, float]]:
+        """Run the test set once; returns the logged epoch metrics."""
+        self._attach(model or self.module, datamodule, test=dataloaders)
+        return self._launch("test", ckpt_path)  # type: ignore[no-any-return]
+
+    def predict(self, model: TrainModule | None = None, dataloaders: Any = None, *,
+                datamodule: DataModule | None = None, ckpt_path: str | Path | None = None) -> list[Any]:
+        """Return ``predict_step`` outputs (a list per dataloader when there are several)."""
+        self._attach(model or self.module, datamodule, predict=dataloaders)
+        outputs: list[list[Any]] = self._launch("predict", ckpt_path)
+        return outputs[0] if len(outputs) == 1 else outputs  # type: ignore[return-value]
+
+    def save_checkpoint(self, path: str | Path, *, weights_only: bool = False) -> None:
+        """Write a checkpoint of the current run to ``path``. Every rank must call it."""
+        self._save_checkpoint_to([Path(path)], weights_only=weights_only)
+
+    # -- launching ---------------------------------------------------------------------------------------------
+    def _attach(self, model: Any, datamodule: DataModule | None, **loaders: Any) -> None:
+        if not isinstance(model, TrainModule):
+            raise ConfigError("model", type(model).__name__, "is not a TrainModule.",
+                              fix="subclass xtrain.core.TrainModule and pass an instance.")
+        if datamodule is not None and not isinstance(datamodule, DataModule):
+            raise ConfigError("datamodule", type(datamodule).__name__, "is not a DataModule.",
+                              fix="subclass xtrain.core.DataModule, or pass dataloaders directly.")
+        if datamodule is not None and any(v is not None for v in loaders.values()):
+            raise ConfigError("datamodule", type(datamodule).__name__, "was passed together with dataloaders.",
+                              fix="pass either a datamodule or dataloaders, not both.")
+        if not model.automatic_optimization and (self.gradient_clip_val or self.accumulate_grad_batches > 1):
+            raise ConfigError("gradient_clip_val" if self.gradient_clip_val else "accumulate_grad_batches",
+                              self.gradient_clip_val or self.accumulate_grad_batches,
+                              "is done by your training_step under manual optimization (automatic_optimization=False).",
+                              fix="leave it at its default and clip/accumulate in training_step.")
+        self._module = model
+        model._trainer = self
+        self.datamodule = datamodule or self.datamodule
+        self._loaders.update({k: v for k, v in loaders.items() if v is not None})
+
+    def _launch(self, stage: Stage, ckpt_path: str | Path | None) -> Any:
+        launcher = self.strategy.launcher
+        if launcher is None:
+            return self._run(stage, ckpt_path, False)
+        result = launcher.launch(self._run, stage, ckpt_path, not launcher.runs_in_caller)
+        if launcher.runs_in_caller or result is None:
+            return result
+        from xtrain.core._internal.spawn import receive_worker_result
+
+        return receive_worker_result(self, result)
+
+    def _run(self, stage: Stage, ckpt_path: str | Path | None, return_state: bool) -> Any:
+        self.state = stage
+        self.should_stop = False
+        self.strategy.setup_environment()
+        status = "success"
+        try:
+            self._setup(stage)
+            if ckpt_path is not None:
+                path = find_checkpoint(self, ckpt_path)
+                restore_checkpoint(self, self.strategy.load_checkpoint(path), path, fitting=stage == "fit")
+            self._setup_loggers()
+            output = self._run_stage(stage)
+            if return_state:
+                from xtrain.core._internal.spawn import worker_result
+
+                output = worker_result(self, output)
+            return output
+        except BaseException as exc:
+            status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+            self.strategy.on_exception(exc)
+            self._hooks.call_callbacks("on_exception", exc)
+            raise
+        finally:
+            self._teardown(stage, status)
+
+    def _setup(self, stage: Stage) -> None:
+        module, strategy = self.module, self.strategy
+        dm = self.datamodule
+        if dm is not None:
+            if strategy.local_rank == 0:
+                dm.prepare_data()
+            strategy.barrier("prepare_data")
+            dm.setup(stage)
+        module.setup(stage)
+        extra = check_callbacks(module.configure_callbacks())
+        replaced = {type(cb) for cb in extra}
+        self.callbacks = [cb for cb in self._user_callbacks if type(cb) not in replaced] + extra
+        self._hooks = HookDispatcher(self, module, self.callbacks)
+        self._hooks.call_callbacks("setup", stage)
+        if self._setup_module is not module:
+            strategy.setup(module)
+            self._setup_module = module
+            if self._optimizer_module is module:
+                self.optimizers = strategy.setup_optimizers(self.optimizers)
+                _optimizers_to(self.optimizers, strategy.root_device)
+        if stage == "fit" and self._optimizer_module is not module:
+            self.optimizers, self.lr_scheduler_configs = parse_optimizers(module.configure_optimizers())
+            self.optimizers = strategy.setup_optimizers(self.optimizers)
+            self._optimizer_module = module
+            if len(self.optimizers) > 1 and module.automatic_optimization:
+                raise ConfigError("configure_optimizers", f"{len(self.optimizers)} optimizers",
+                                  "automatic optimization steps one optimizer.",
+                                  fix="set self.automatic_optimization = False and step them in training_step.")
+        self._metrics.strategy = strategy
+        self._setup_dataloaders(stage)
+
+    def _loader(self, key: str, method: str) -> Any:
+        found = self._loaders.get(key)
+        if found is None and self.datamodule is not None:
+            found = getattr(self.datamodule, method)()
+        if found is None and getattr(type(self.module), method, None) is not None:
+            found = getattr(self.module, method)()
+        return found
+
+    def _setup_dataloaders(self, stage: Stage) -> None:
+        dist = self.strategy.distributed_sampler_kwargs
+
+        def prep(loader: Any, train: bool) -> Any:
+            return prepare_dataloader(loader, distributed=dist, use_distributed_sampler=self.use_distributed_sampler,
+                                      training=train)
+
+        def as_list(value: Any) -> list[Any]:
+            return [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
+        if stage == "fit":
+            train = self._loader("train", "train_dataloader")
+            if train is None:
+                raise ConfigError("train_dataloaders", None, "fit needs training data.",
+                                  fix="pass train_dataloaders=..., or a datamodule with train_dataloader().")
+            self.train_dataloader = prep(train, True)
+            self.num_training_batches = batch_limit(self.train_dataloader, self.limit_train_batches,
+                                                    "limit_train_batches")
+            if isinstance(self.val_check_interval, int) and self.check_val_every_n_epoch is not None and \
+                    self.val_check_interval > self.num_training_batches:
+                raise ConfigError("val_check_interval", self.val_check_interval, f"is more batches than an epoch has "
+                                  f"({self.num_training_batches}).", fix="lower it, or set check_val_every_n_epoch="
+                                  "None to count batches across epochs.")
+        kind = {"fit": ("val", "val_dataloader", self.limit_val_batches),
+                "validate": ("val", "val_dataloader", self.limit_val_batches),
+                "test": ("test", "test_dataloader", self.limit_test_batches),
+                "predict": ("predict", "predict_dataloader", self.limit_predict_batches)}[stage]
+        loaders = [prep(dl, False) for dl in as_list(self._loader(kind[0], kind[1]))]
+        if stage != "fit" and not loaders:
+            raise ConfigError("dataloaders", None, f"{stage} needs data.",
+                              fix=f"pass dataloaders=..., or a datamodule with {kind[1]}().")
+        self.val_dataloaders = loaders
+        self._val_limits = [batch_limit(dl, kind[2], f"limit_{kind[0]}_batches") for dl in loaders]
+
+    def _setup_loggers(self) -> None:
+        for logger in self.loggers:
+            logger._version = self.strategy.broadcast(logger.version)
+        if self.state == "fit" and self.is_global_zero:
+            params = {**self.module.hparams, **(self.datamodule.hparams if self.datamodule else {})}
+            for logger in self.loggers:
+                logger.log_hyperparams(params)
+
+    def _run_stage(self, stage: Stage) -> Any:
+        if stage == "predict":
+            return run_predict(self, self.val_dataloaders, self._val_limits)
+        if stage in ("validate", "test"):
+            return [run_evaluation(self, stage, self.val_dataloaders, self._val_limits)]
+        self._hooks.call("on_fit_start")
+        if self._has_validation() and self.num_sanity_val_steps != 0:
+            limits = [lim if self.num_sanity_val_steps == -1 else min(lim, self.num_sanity_val_steps)
+                      for lim in self._val_limits]
+            self.sanity_checking = True
+            self._hooks.call_callbacks("on_sanity_check_start")
+            run_evaluation(self, "sanity_check", self.val_dataloaders, limits)
+            self._hooks.call_callbacks("on_sanity_check_end")
+            self.sanity_checking = False
+            self._metrics.callback_metrics.clear()
+        with self._preemption.installed():
+            FitLoop(self).run()
+        self._hooks.call("on_fit_end")
+        return None
+
+    def _teardown(self, stage: Stage, status: str) -> None:
+        with suppress(Exception):
+            self._hooks.call("teardown", stage)
+        if self.datamodule is not None:
+            self.datamodule.teardown(stage)
+        if self.is_global_zero:
+            for logger in self.loggers:
+                logger.finalize(status)
+        self.strategy.teardown()
+        self._metrics.batch = None
+
+    # -- services for loops and callbacks ----------------------------------------------------------------------
+    def _has_validation(self) -> bool:
+        return bool(self.val_dataloaders) and any(lim > 0 for lim in self._val_limits)
+
+    def _val_due(self, batches_done: int, last: bool) -> bool:
+        if not self._has_validation() or self.state != "fit":
+            return False
+        every = self.check_val_every_n_epoch
+        if every is not None and (self._progress.epoch + 1) % every != 0:
+            return False
+        interval = self.val_check_interval
+        if isinstance(interval, float):
+            if interval == 1.0 or not math.isfinite(self.num_training_batches):
+                return last
+            return batches_done % max(1, int(self.num_training_batches * interval)) == 0
+        count = batches_done if every is not None else self._progress.total_batches
+        return count % interval == 0
+
+    def _run_validation(self) -> None:
+        self._val_last_batch = self._progress.batches_in_epoch
+        run_evaluation(self, "validate", self.val_dataloaders, self._val_limits)
+
+    def _after_optimizer_step(self, stepped: bool = True) -> None:
+        if stepped:
+            self._step_schedulers("step")
+        if self.loggers and self.global_step % self.log_every_n_steps == 0:
+            metrics = self._metrics.step_metrics_for_logger()
+            if metrics and self.is_global_zero:
+                for logger in self.loggers:
+                    logger.log_metrics(metrics, self.global_step)
+
+    def _step_schedulers(self, interval: Literal["epoch", "step"]) -> None:
+        count = self.global_step if interval == "step" else self.current_epoch + 1
+        for config in self.lr_scheduler_configs:
+            if config.interval != interval or count % config.frequency:
+                continue
+            if config.needs_metric:
+                assert config.monitor is not None
+                metric = self.callback_metrics.get(config.monitor)
+                if metric is None:
+                    raise ConfigError("monitor", config.monitor, "was never logged, so ReduceLROnPlateau cannot use it.",
+                                      choices=sorted(self.callback_metrics),
+                                      fix=f"log it with self.log({config.monitor!r}, value).")
+                config.scheduler.step(float(metric))
+            else:
+                config.scheduler.step()
+
+    def _log_epoch_metrics(self, *, log: bool = True) -> dict[str, float]:
+        values = self._metrics.end_epoch()
+        self._write_logs(values, log)
+        return values
+
+    def _flush_epoch_end_logs(self, *, log: bool = True) -> dict[str, float]:
+        values = self._metrics.take_pending()
+        self._write_logs(values, log)
+        return values
+
+    def _write_logs(self, values: dict[str, float], log: bool) -> None:
+        if log and values and self.is_global_zero:
+            for logger in self.loggers:
+                logger.log_metrics(values, self.global_step)
+
+    def _restore_pending_rng(self) -> None:
+        if self._pending_rng is not None:
+            restore_rng_states(self._pending_rng)
+            self._pending_rng = None
+
+    def _check_preemption(self) -> None:
+        if self._preemption.agreed(self.strategy):
+            self._preemption.save_and_stop(self)
+
+    def _save_checkpoint_to(self, paths: Iterable[Path], *, weights_only: bool) -> None:
+        checkpoint = build_checkpoint(self, weights_only=weights_only)
+        self._hooks.call("on_save_checkpoint", checkpoint)
+        for path in paths:
+            self.strategy.save_checkpoint(checkpoint, path)
+        self.strategy.barrier("save_checkpoint")
+
+
+def _optimizers_to(optimizers: list[torch.optim.Optimizer], device: torch.device) -> None:
+    """Move optimizer state to ``device`` (after a spawned run's state was loaded in the caller on CPU)."""
+    for optimizer in optimizers:
+        for state in optimizer.state.values():
+            for key, value in state.items():
+                if isinstance(value, torch.Tensor) and value.device != device and key != "step":
+                    state[key] = value.to(device)

@@ -1,0 +1,165 @@
+from __future__ import annotations
+
+import os
+import pickle
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from xtrain.core import CheckpointError, ConfigError, ModelCheckpoint, Trainer, seed_everything
+from xtrain.core.defaults.torch_io import TorchCheckpointIO
+from xtrain.core.testing import CheckpointIOConformance, TinyClassifier, tiny_loaders
+
+
+class Momentum(TinyClassifier):
+    """Dropout (RNG in every step) and SGD momentum (optimizer state) make resume mistakes visible."""
+
+    def __init__(self) -> None:
+        super().__init__(lr=0.05, dropout=0.3)
+
+    def configure_optimizers(self) -> Any:
+        opt = torch.optim.SGD(self.parameters(), lr=self.hparams.lr, momentum=0.9)
+        return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.9)}
+
+
+def run(root: Path, *, ckpt_path: str | None = None, callbacks: Any = None, **kwargs: Any) -> TinyClassifier:
+    seed_everything(7)
+    module = Momentum()
+    train, val = tiny_loaders(batch_size=32)
+    trainer = Trainer(default_root_dir=root, enable_progress_bar=False, enable_model_summary=False,
+                      logger=False, callbacks=callbacks, **kwargs)
+    trainer.fit(module, train, val, ckpt_path=ckpt_path)
+    return module
+
+
+def same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
+
+
+def test_resume_at_an_epoch_boundary_equals_the_uninterrupted_run(tmp_path: Path) -> None:
+    full = run(tmp_path / "full", max_epochs=4)
+    run(tmp_path / "part", max_epochs=2)
+    resumed = run(tmp_path / "part", max_epochs=4, ckpt_path="last")
+    assert same_weights(full, resumed)
+    assert not same_weights(full, run(tmp_path / "other", max_epochs=3))
+
+
+def test_resume_mid_epoch_equals_the_uninterrupted_run(tmp_path: Path) -> None:
+    full = run(tmp_path / "full", max_epochs=2)
+    every = ModelCheckpoint(every_n_train_steps=3, save_last=True, save_top_k=-1)
+    run(tmp_path / "part", max_steps=5, callbacks=[every])  # stops after batch 5 of 8 in epoch 0
+    ckpt = torch.load(tmp_path / "part" / "checkpoints" / "last.ckpt", weights_only=True)
+    assert ckpt["loops"]["batches_in_epoch"] == 5 and ckpt["loops"]["epoch"] == 0
+    resumed = run(tmp_path / "part", max_epochs=2, ckpt_path="last",
+                  callbacks=[ModelCheckpoint(every_n_train_steps=3, save_last=True)])
+    assert same_weights(full, resumed)
+
+
+def test_checkpoint_contents_and_manifest(tmp_path: Path) -> None:
+    run(tmp_path, max_epochs=1)
+    ckpt = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
+    assert {"xtrain", "state_dict", "optimizer_states", "lr_schedulers", "precision", "loops", "callbacks", "rng",
+            "hyper_parameters", "sampler"} <= set(ckpt)
+    meta = ckpt["xtrain"]
+    assert meta["format_version"] == 1 and meta["strategy"] == "single_device" and meta["world_size"] == 1
+    assert meta["layout"] == "full" and "xtrain-core" in meta["versions"]
+    assert ckpt["hyper_parameters"] == {"lr": 0.05, "dropout": 0.3, "features": 16, "classes": 4}
+    assert ckpt["loops"] == {"epoch": 1, "global_step": 8, "batches_in_epoch": 0, "total_batches": 8}
+    assert set(ckpt["optimizer_states"][0]["state"]) == {"net.0.weight", "net.0.bias", "net.3.weight", "net.3.bias"}
+
+
+def test_ckpt_path_errors(tmp_path: Path) -> None:
+    train, _ = tiny_loaders()
+    trainer = Trainer(default_root_dir=tmp_path, max_steps=1, logger=False, enable_progress_bar=False)
+    with pytest.raises(ConfigError, match="ckpt_path='last': found no 'last' checkpoint"):
+        trainer.fit(TinyClassifier(), train, ckpt_path="last")
+    with pytest.raises(ConfigError, match=r"ckpt_path='missing\.ckpt': does not exist"):
+        trainer.fit(TinyClassifier(), train, ckpt_path="missing.ckpt")
+    with pytest.raises(ConfigError, match="ckpt_path='best': there is no best checkpoint"):
+        trainer.validate(TinyClassifier(), tiny_loaders()[1], ckpt_path="best")
+
+
+def test_model_checkpoint_keeps_the_best_k(tmp_path: Path) -> None:
+    class Scripted(TinyClassifier):
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            self.log("score", float([5, 1, 4, 2, 3][self.current_epoch]))
+
+    cb = ModelCheckpoint(monitor="score", mode="min", save_top_k=2, filename="{epoch}-{score:.1f}")
+    train, val = tiny_loaders()
+    Trainer(max_epochs=5, default_root_dir=tmp_path, callbacks=[cb], logger=False, enable_progress_bar=False,
+            num_sanity_val_steps=0, limit_train_batches=2).fit(Scripted(), train, val)
+    names = sorted(p.name for p in (tmp_path / "checkpoints").glob("*.ckpt"))
+    assert names == ["epoch=1-score=1.0.ckpt", "epoch=3-score=2.0.ckpt"]
+    assert cb.best_model_path.endswith("epoch=1-score=1.0.ckpt") and cb.best_model_score == 1.0
+
+
+def test_a_monitor_that_is_never_logged_is_a_config_error(tmp_path: Path) -> None:
+    train, val = tiny_loaders()
+    trainer = Trainer(max_epochs=1, default_root_dir=tmp_path, logger=False, enable_progress_bar=False,
+                      callbacks=[ModelCheckpoint(monitor="val_los")])
+    with pytest.raises(ConfigError) as info:
+        trainer.fit(TinyClassifier(), train, val)
+    assert str(info.value).startswith("monitor='val_los': was never logged") and "'val_loss'" in str(info.value)
+
+
+_WRITER = """
+import sys, torch
+from xtrain.core.defaults.torch_io import TorchCheckpointIO
+io, path, i = TorchCheckpointIO(), sys.argv[1], 0
+print("ready", flush=True)
+while True:
+    i += 1
+    io.save_checkpoint({"i": i, "w": torch.full((512, 1024), float(i))}, path)
+"""
+
+
+@pytest.mark.slow
+def test_sigkill_during_saves_never_leaves_an_unreadable_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / "last.ckpt"
+    rng = random.Random(0)
+    for _ in range(8):
+        proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(path)], stdout=subprocess.PIPE)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+        time.sleep(0.3 + rng.random() * 0.7)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        loaded = TorchCheckpointIO().load_checkpoint(path)
+        assert torch.equal(loaded["w"], torch.full((512, 1024), float(loaded["i"])))
+    assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"] or all(
+        p.name.endswith(".tmp") or p.name == "last.ckpt" for p in tmp_path.iterdir())
+
+
+class _Payload:
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.system, (f"touch {os.environ['XTRAIN_PWNED']}",))
+
+
+def test_a_malicious_pickle_is_refused_and_never_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    marker = tmp_path / "pwned"
+    monkeypatch.setenv("XTRAIN_PWNED", str(marker))
+    path = tmp_path / "evil.ckpt"
+    torch.save({"state_dict": {}, "payload": _Payload()}, path, pickle_module=pickle)
+    with pytest.raises(CheckpointError, match="refused unread") as info:
+        TorchCheckpointIO().load_checkpoint(path)
+    assert str(path) in str(info.value)
+    assert not marker.exists()
+
+
+def test_a_file_that_is_not_an_xtrain_checkpoint_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "plain.pt"
+    torch.save({"weight": torch.ones(1)}, path)
+    train, _ = tiny_loaders()
+    trainer = Trainer(max_steps=1, logger=False, enable_progress_bar=False, default_root_dir=tmp_path)
+    with pytest.raises(CheckpointError, match="is not an xtrain checkpoint"):
+        trainer.fit(TinyClassifier(), train, ckpt_path=path)
+
+
+class TestTorchCheckpointIO(CheckpointIOConformance):
+    checkpoint_io = "torch"

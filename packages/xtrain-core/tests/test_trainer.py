@@ -1,0 +1,225 @@
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from xtrain.core import Callback, ConfigError, CSVLogger, Trainer, TrainModule, seed_everything
+from xtrain.core.testing import TinyClassifier, tiny_dataset, tiny_loaders
+
+
+def quiet(**kwargs: Any) -> Trainer:
+    defaults: dict[str, Any] = {"enable_progress_bar": False, "enable_model_summary": False, "logger": False,
+                                "enable_checkpointing": False}
+    return Trainer(**{**defaults, **kwargs})
+
+
+class Recorder(Callback):
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def on_train_epoch_start(self, trainer: Trainer, module: TrainModule) -> None:
+        self.calls.append(f"epoch_start:{trainer.current_epoch}")
+
+    def on_validation_end(self, trainer: Trainer, module: TrainModule) -> None:
+        self.calls.append(f"val:{'sanity' if trainer.sanity_checking else trainer._progress.batches_in_epoch}")
+
+    def on_train_epoch_end(self, trainer: Trainer, module: TrainModule) -> None:
+        self.calls.append(f"epoch_end:{trainer.current_epoch}")
+
+
+def test_fit_trains_and_counts(tmp_path: Path) -> None:
+    seed_everything(0)
+    module = TinyClassifier()
+    train, val = tiny_loaders()
+    rec = Recorder()
+    trainer = quiet(max_epochs=2, callbacks=[rec], default_root_dir=tmp_path)
+    trainer.fit(module, train, val)
+    assert trainer.current_epoch == 2 and trainer.global_step == 2 * len(train)
+    assert module.losses[-1] < module.losses[0]
+    assert rec.calls == ["val:sanity", "epoch_start:0", f"val:{len(train)}", "epoch_end:0", "epoch_start:1",
+                         f"val:{len(train)}", "epoch_end:1"]
+    assert set(trainer.callback_metrics) >= {"train_loss", "val_loss", "val_acc"}
+
+
+def test_val_check_interval_and_limits(tmp_path: Path) -> None:
+    train, val = tiny_loaders()
+    rec = Recorder()
+    quiet(max_epochs=1, limit_train_batches=8, val_check_interval=0.5, num_sanity_val_steps=0,
+          callbacks=[rec]).fit(TinyClassifier(), train, val)
+    assert [c for c in rec.calls if c.startswith("val")] == ["val:4", "val:8"]
+    rec2 = Recorder()
+    quiet(max_epochs=3, limit_train_batches=2, check_val_every_n_epoch=2, num_sanity_val_steps=0,
+          callbacks=[rec2]).fit(TinyClassifier(), train, val)
+    assert [c for c in rec2.calls if c.startswith("val")] == ["val:2"]
+
+
+def test_max_steps_stops_mid_epoch() -> None:
+    train, _ = tiny_loaders()
+    trainer = quiet(max_steps=5)
+    trainer.fit(TinyClassifier(), train)
+    assert trainer.global_step == 5 and trainer.current_epoch == 0
+
+
+def test_gradient_accumulation_steps_every_n_batches() -> None:
+    train, _ = tiny_loaders()
+    steps: list[int] = []
+
+    class Count(Callback):
+        def on_before_optimizer_step(self, trainer: Trainer, module: TrainModule, optimizer: Any) -> None:
+            steps.append(trainer._progress.batches_in_epoch)
+
+    trainer = quiet(max_epochs=1, limit_train_batches=7, accumulate_grad_batches=3, callbacks=[Count()])
+    trainer.fit(TinyClassifier(), train)
+    # The step happens while batch 3, 6 and the epoch's last batch (7) are being processed.
+    assert steps == [2, 5, 6] and trainer.global_step == 3
+
+
+def test_accumulation_matches_a_bigger_batch() -> None:
+    data = tiny_dataset(64)
+    seed_everything(0)
+    big = TinyClassifier()
+    quiet(max_steps=4).fit(big, DataLoader(data, batch_size=16))
+    seed_everything(0)
+    small = TinyClassifier()
+    quiet(max_steps=4, accumulate_grad_batches=2).fit(small, DataLoader(data, batch_size=8))
+    for a, b in zip(big.parameters(), small.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("algorithm", ["norm", "value"])
+def test_gradient_clipping(algorithm: str) -> None:
+    train, _ = tiny_loaders()
+    seen: list[float] = []
+
+    class Grad(Callback):
+        def on_before_zero_grad(self, trainer: Trainer, module: TrainModule, optimizer: Any) -> None:
+            grads = [p.grad for p in module.parameters() if p.grad is not None]
+            if algorithm == "norm":
+                seen.append(float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))))
+            else:
+                seen.append(max(float(g.abs().max()) for g in grads))
+
+    quiet(max_steps=5, gradient_clip_val=0.01, gradient_clip_algorithm=algorithm,
+          callbacks=[Grad()]).fit(TinyClassifier(lr=0.5), train)
+    assert max(seen) <= 0.01 + 1e-6
+
+
+def test_lr_scheduler_steps_per_interval() -> None:
+    class Sched(TinyClassifier):
+        def configure_optimizers(self) -> Any:
+            opt = torch.optim.SGD(self.parameters(), lr=1.0)
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": torch.optim.lr_scheduler.StepLR(
+                opt, step_size=1, gamma=0.5), "interval": "step", "frequency": 2}}
+
+    module = Sched()
+    trainer = quiet(max_steps=6)
+    trainer.fit(module, tiny_loaders()[0])
+    assert trainer.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.5 ** 3)
+
+
+def test_reduce_on_plateau_needs_and_uses_its_monitor() -> None:
+    class Plateau(TinyClassifier):
+        def configure_optimizers(self) -> Any:
+            opt = torch.optim.SGD(self.parameters(), lr=1.0)
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": torch.optim.lr_scheduler.ReduceLROnPlateau(
+                opt, patience=0, factor=0.1), "monitor": "val_loss"}}
+
+    train, val = tiny_loaders()
+    trainer = quiet(max_epochs=3, limit_train_batches=1, limit_val_batches=1)
+    trainer.fit(Plateau(), train, val)
+    assert trainer.optimizers[0].param_groups[0]["lr"] <= 1.0
+
+    class Missing(TinyClassifier):
+        def configure_optimizers(self) -> Any:
+            opt = torch.optim.SGD(self.parameters(), lr=1.0)
+            return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.ReduceLROnPlateau(opt)}
+
+    with pytest.raises(ConfigError, match="ReduceLROnPlateau needs a metric to monitor"):
+        quiet(max_steps=1).fit(Missing(), train)
+
+
+def test_fast_dev_run_runs_one_batch_of_each_stage(tmp_path: Path) -> None:
+    rec = Recorder()
+    train, val = tiny_loaders()
+    trainer = Trainer(fast_dev_run=True, callbacks=[rec], default_root_dir=tmp_path, enable_progress_bar=False)
+    trainer.fit(TinyClassifier(), train, val)
+    assert trainer.global_step == 1 and rec.calls == ["epoch_start:0", "val:1", "epoch_end:0"]
+    assert not list(tmp_path.rglob("*.ckpt")) and not trainer.loggers
+
+
+def test_manual_optimization() -> None:
+    class Manual(TinyClassifier):
+        def __init__(self) -> None:
+            super().__init__()
+            self.automatic_optimization = False
+
+        def training_step(self, batch: Any, batch_idx: int) -> None:
+            opt = self.optimizers()
+            x, y = batch
+            loss = torch.nn.functional.cross_entropy(self(x), y)
+            self.losses.append(float(loss.detach()))
+            opt.zero_grad()
+            self.manual_backward(loss)
+            opt.step()
+
+    module = Manual()
+    trainer = quiet(max_steps=10)
+    trainer.fit(module, tiny_loaders()[0])
+    assert trainer.global_step == 10 and module.losses[-1] < module.losses[0]
+    with pytest.raises(ConfigError, match="manual optimization"):
+        quiet(max_steps=1, gradient_clip_val=1.0).fit(Manual(), tiny_loaders()[0])
+
+
+def test_validate_test_predict() -> None:
+    module = TinyClassifier()
+    train, val = tiny_loaders()
+    trainer = quiet(max_epochs=2)
+    trainer.fit(module, train, val)
+    (val_metrics,) = trainer.validate(module, val)
+    assert set(val_metrics) == {"val_loss", "val_acc"} and val_metrics["val_acc"] > 0.5
+    (test_metrics,) = trainer.test(module, val)
+    assert set(test_metrics) == {"test_loss", "test_acc"}
+    predictions = trainer.predict(module, DataLoader(tiny_dataset(32), batch_size=8))
+    assert len(predictions) == 4 and predictions[0].shape == (8, 4)
+
+
+def test_csv_logger_writes_step_and_epoch_metrics(tmp_path: Path) -> None:
+    class EpochLog(TinyClassifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            loss = super().training_step(batch, batch_idx)
+            self.log("train_acc", 0.5, on_step=False, on_epoch=True)
+            return loss
+
+    logger = CSVLogger(tmp_path)
+    train, val = tiny_loaders()
+    quiet(max_epochs=2, logger=logger, log_every_n_steps=4).fit(EpochLog(), train, val)
+    rows = list(csv.DictReader(logger.metrics_file.open()))
+    step_rows = [r for r in rows if r.get("train_loss")]
+    assert [int(r["step"]) for r in step_rows] == list(range(4, 2 * len(train) + 1, 4))
+    epoch_rows = [r for r in rows if r.get("train_acc")]
+    assert len(epoch_rows) == 2 and float(epoch_rows[0]["train_acc"]) == 0.5
+    assert len([r for r in rows if r.get("val_loss")]) == 2
+    assert (logger.log_dir / "hparams.json").is_file()
+
+
+@pytest.mark.parametrize(("kwargs", "argument"), [
+    ({"max_epochs": -2}, "max_epochs"), ({"max_steps": 1.5}, "max_steps"), ({"max_time": "1h"}, "max_time"),
+    ({"max_time": {"hourz": 1}}, "max_time"), ({"limit_train_batches": 1.5}, "limit_train_batches"),
+    ({"limit_val_batches": -1}, "limit_val_batches"), ({"limit_test_batches": "all"}, "limit_test_batches"),
+    ({"val_check_interval": 0.0}, "val_check_interval"), ({"val_check_interval": 1.5}, "val_check_interval"),
+    ({"check_val_every_n_epoch": 0}, "check_val_every_n_epoch"), ({"num_sanity_val_steps": -5}, "num_sanity_val_steps"),
+    ({"accumulate_grad_batches": 0}, "accumulate_grad_batches"), ({"gradient_clip_val": -1.0}, "gradient_clip_val"),
+    ({"gradient_clip_val": "x"}, "gradient_clip_val"), ({"gradient_clip_algorithm": "foo"}, "gradient_clip_algorithm"),
+    ({"log_every_n_steps": 0}, "log_every_n_steps"), ({"fast_dev_run": -1}, "fast_dev_run"),
+    ({"callbacks": [object()]}, "callbacks"), ({"logger": "tensorboard?"}, "logger"),
+    ({"deterministic": "yes"}, "deterministic"), ({"default_root_dir": 3}, "default_root_dir"),
+])
+def test_invalid_trainer_arguments(kwargs: dict[str, Any], argument: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        Trainer(**kwargs)
+    assert str(info.value).startswith(f"{argument}=") and "Fix:" in str(info.value)
