@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from xtrain.core.callbacks import Callback, EarlyStopping, ModelCheckpoint, ModelSummary, ProgressBar
     from xtrain.core.checkpoint_io import CheckpointIO
     from xtrain.core.datamodule import DataModule
+    from xtrain.core.engine import Engine
     from xtrain.core.environment import ClusterEnvironment
     from xtrain.core.errors import CheckpointError, ConfigError, RankFailedError, XtrainDeprecationWarning
     from xtrain.core.launcher import Launcher
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Accelerator", "CSVLogger", "Callback", "CheckpointError", "CheckpointIO", "ClusterEnvironment", "ConfigError",
-    "DataModule", "EarlyStopping", "Launcher", "Logger", "ModelCheckpoint", "ModelSummary",
+    "DataModule", "EarlyStopping", "Engine", "Launcher", "Logger", "ModelCheckpoint", "ModelSummary",
     "ParallelStrategy", "Precision", "ProgressBar", "RankFailedError", "Strategy", "TensorBoardLogger", "TrainModule",
     "Trainer", "XtrainDeprecationWarning", "__version__", "seed_everything",
 ]
@@ -36,7 +37,7 @@ __all__ = [
 _WHERE = {
     "Accelerator": "accelerator", "Callback": "callbacks", "EarlyStopping": "callbacks", "ModelCheckpoint": "callbacks",
     "ModelSummary": "callbacks", "ProgressBar": "callbacks", "CheckpointIO": "checkpoint_io",
-    "DataModule": "datamodule", "ClusterEnvironment": "environment",
+    "DataModule": "datamodule", "Engine": "engine", "ClusterEnvironment": "environment",
     "CheckpointError": "errors", "ConfigError": "errors", "RankFailedError": "errors",
     "XtrainDeprecationWarning": "errors", "Launcher": "launcher", "CSVLogger": "loggers", "Logger": "loggers",
     "TensorBoardLogger": "loggers", "TrainModule": "module", "ParallelStrategy": "parallel",

@@ -132,11 +132,13 @@ class ParallelStrategy(Strategy, ABC):
             self._watchdog.start()
 
     def stop_watchdog(self) -> None:
-        """Stop watching, then wait for every rank to do the same (so no rank exits while another still watches)."""
+        """Finish watching together: no rank stops before every rank got here, and a rank that exits right after
+        (taking the store with it) is not mistaken for a crash by the others."""
         if self._watchdog is not None:
+            self._watchdog.begin_shutdown()
+            self.barrier("watchdog-stop")
             self._watchdog.stop()
             self._watchdog = None
-            self.barrier("watchdog-stop")
 
     @override
     def on_exception(self, exception: BaseException) -> None:

@@ -192,8 +192,14 @@ class Strategy(ABC):
         """Step ``optimizer``; returns ``False`` when the precision plugin skipped the step."""
         return self.precision.optimizer_step(optimizer)
 
-    def no_backward_sync(self, enabled: bool = True) -> AbstractContextManager[Any]:
-        """A context in which backward passes do not synchronize gradients (for gradient accumulation)."""
+    def no_backward_sync(self, enabled: bool = True, *, module: nn.Module | None = None) -> AbstractContextManager[Any]:
+        """A context in which backward passes do not synchronize gradients (for gradient accumulation).
+
+        Args:
+            enabled: When ``False`` the context does nothing (the accumulation window's last step).
+            module: The wrapped module whose synchronization to skip (default :attr:`model`); the Engine may have
+                set up several.
+        """
         return nullcontext()
 
     def clip_gradients(self, optimizer: torch.optim.Optimizer, *, value: float,

@@ -54,14 +54,23 @@ class Watchdog:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._reported = False
+        self.shutting_down = False
 
     def start(self) -> None:
         self.store.add(f"hb/{self.rank}", 1)
         self._thread = threading.Thread(target=self._run, name=f"xtrain-watchdog-rank{self.rank}", daemon=True)
         self._thread.start()
 
+    def begin_shutdown(self) -> None:
+        """This rank finished normally and is entering the final barrier.
+
+        From now on, losing the store means rank 0 finished too and exited, not that it crashed. Failures reported
+        through ``abort`` or a silent neighbour still end this rank, so nothing hangs in that barrier.
+        """
+        self.shutting_down = True
+
     def stop(self) -> None:
-        """Stop watching (this rank finished normally). Call before the final barrier of a run."""
+        """Stop watching (after the final barrier)."""
         if self._thread is None:
             return
         try:
@@ -102,7 +111,7 @@ class Watchdog:
                     self.store.compare_set(_ABORT, "", message)
                     self._die(self.store.get(_ABORT).decode(errors="replace"))
             except Exception as err:
-                if self._stop.is_set():
+                if self._stop.is_set() or self.shutting_down:
                     return
                 self._die(f"?\nlost contact with the rendezvous store ({type(err).__name__}: {err}); the process "
                           f"hosting it (rank 0, or the launcher's agent) has exited.")

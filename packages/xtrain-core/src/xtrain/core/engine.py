@@ -1,0 +1,342 @@
+"""Engine: xtrain's accelerators, strategies and precisions under a training loop you write yourself.
+
+The Engine resolves its arguments with the same validator as the Trainer and drives the same Strategy objects, so
+every name, error and behaviour is shared; nothing about hardware is implemented twice.
+"""
+
+from __future__ import annotations
+
+import atexit
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, TypeVar, overload
+
+import torch
+from torch import nn
+
+from xtrain.core._internal.data import prepare_dataloader, resumable_sampler
+from xtrain.core._internal.engine_module import EngineModule, unwrap
+from xtrain.core._internal.resolve import resolve
+from xtrain.core._internal.state_dict import load_optimizer_state, optimizer_state
+from xtrain.core._internal.versions import xtrain_versions
+from xtrain.core.errors import ConfigError
+from xtrain.core.seed import seed_everything
+from xtrain.core.strategy import ReduceOp, Strategy
+
+__all__ = ["Engine"]
+
+_T = TypeVar("_T")
+
+
+class _DeviceLoader:
+    """Iterates a dataloader, moving batches to the device and advancing the sampler's epoch on each pass."""
+
+    def __init__(self, loader: Any, strategy: Strategy, *, move: bool) -> None:
+        self.loader = loader
+        self._strategy = strategy
+        self._move = move
+        self._epoch = 0
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self) -> Iterator[Any]:
+        sampler = resumable_sampler(self.loader)
+        if sampler is not None:
+            sampler.set_epoch(self._epoch)
+        self._epoch += 1
+        if not self._move:
+            yield from self.loader
+            return
+        to_device = self._strategy.batch_to_device
+        for batch in self.loader:
+            yield to_device(batch)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["loader"], name)
+
+
+class Engine:
+    """Accelerate a plain PyTorch training loop.
+
+    Args:
+        accelerator: As for the Trainer: ``"auto"``, a registered name or an Accelerator.
+        strategy: As for the Trainer: ``"auto"``, a registered name or a Strategy.
+        devices: As for the Trainer.
+        num_nodes: As for the Trainer.
+        precision: As for the Trainer.
+        plugins: As for the Trainer.
+
+    Example::
+
+        engine = Engine(accelerator="cpu", devices=2, strategy="ddp")
+        engine.launch()
+        model, optimizer = engine.setup(model, optimizer)
+        loader = engine.setup_dataloaders(loader)
+        for x, y in loader:
+            loss = loss_fn(model(x), y)
+            optimizer.zero_grad()
+            engine.backward(loss)
+            optimizer.step()
+    """
+
+    def __init__(self, *, accelerator: Any = "auto", strategy: Any = "auto", devices: Any = "auto",
+                 num_nodes: int = 1, precision: Any = None, plugins: Any = None) -> None:
+        self._strategy = resolve(accelerator=accelerator, devices=devices, num_nodes=num_nodes, strategy=strategy,
+                                 precision=precision, plugins=plugins).strategy
+        self._launched = False
+        self._failed = False
+        self._modules: list[nn.Module] = []
+        self._owners: dict[int, nn.Module] = {}
+
+    # -- who and where ------------------------------------------------------------------------------------------
+    @property
+    def strategy(self) -> Strategy:
+        return self._strategy
+
+    @property
+    def device(self) -> torch.device:
+        return self._strategy.root_device
+
+    @property
+    def global_rank(self) -> int:
+        return self._strategy.global_rank
+
+    @property
+    def local_rank(self) -> int:
+        return self._strategy.local_rank
+
+    @property
+    def node_rank(self) -> int:
+        return self._strategy.node_rank
+
+    @property
+    def world_size(self) -> int:
+        return self._strategy.world_size
+
+    @property
+    def is_global_zero(self) -> bool:
+        return self._strategy.is_global_zero
+
+    # -- processes ------------------------------------------------------------------------------------------------
+    def launch(self, fn: Callable[..., _T] | None = None, *args: Any, **kwargs: Any) -> _T | None:
+        """Start the other processes and set up this one.
+
+        With a re-executing launcher (``ddp``) call ``launch()`` near the top of your script: every rank runs the
+        script. Spawn and fork strategies need the work as a function: ``launch(main)`` runs ``main(engine, *args)``
+        on every rank and returns rank 0's result.
+        """
+        launcher = self._strategy.launcher
+        if fn is None:
+            if launcher is not None and not launcher.runs_in_caller:
+                raise ConfigError("strategy", self._strategy.name, "starts its processes from a function (spawn or "
+                                  "fork), so launch() needs one.",
+                                  fix="put your loop in main(engine) and call engine.launch(main).")
+            if launcher is not None:
+                launcher.launch(self._setup_process)
+            else:
+                self._setup_process()
+            return None
+        if launcher is None:
+            return self._run(fn, *args, **kwargs)
+        return launcher.launch(self._run, fn, *args, **kwargs)  # type: ignore[no-any-return]
+
+    def _setup_process(self) -> None:
+        if self._launched:
+            return
+        self._launched = True
+        self._strategy.setup_environment()
+        previous = sys.excepthook
+
+        def report(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+            self._failed = True
+            self._strategy.on_exception(exc)
+            previous(kind, exc, tb)
+
+        sys.excepthook = report
+        atexit.register(self._finish)
+
+    def _finish(self) -> None:
+        """At normal exit, every rank stops watching together (a crashed run is ended by the watchdog instead)."""
+        if not self._failed:
+            self._strategy.teardown()
+
+    def _run(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        self._setup_process()
+        try:
+            result = fn(self, *args, **kwargs)
+        except BaseException as exc:
+            self._failed = True
+            self._strategy.on_exception(exc)
+            raise
+        self._strategy.teardown()
+        return result
+
+    def _require_launch(self) -> None:
+        if not self._launched:
+            if self._strategy.launcher is not None or self._strategy.world_size > 1:
+                raise ConfigError("strategy", self._strategy.name, "runs several processes, and launch() was not "
+                                  "called.", fix="call engine.launch() (or engine.launch(main)) before setup().")
+            self._setup_process()
+
+    # -- models, optimizers, data ---------------------------------------------------------------------------------
+    @overload
+    def setup(self, module: nn.Module) -> EngineModule: ...
+    @overload
+    def setup(self, module: nn.Module, *optimizers: torch.optim.Optimizer) -> tuple[Any, ...]: ...
+
+    def setup(self, module: nn.Module, *optimizers: torch.optim.Optimizer) -> Any:
+        """Convert, move and wrap ``module`` for the strategy and precision; set up its optimizers.
+
+        Returns the wrapped module (call it like the original; ``.module`` is the original), followed by the
+        optimizers when given. Sharded strategies need the optimizer created after :meth:`setup_module`.
+        """
+        wrapped = self.setup_module(module)
+        if not optimizers:
+            return wrapped
+        prepared = self.setup_optimizers(*optimizers)
+        return (wrapped, *(prepared if isinstance(prepared, tuple) else (prepared,)))
+
+    def setup_module(self, module: nn.Module) -> EngineModule:
+        """Convert, move and wrap ``module``; create optimizers from the returned module's parameters."""
+        self._require_launch()
+        forward = self._strategy.setup(module)
+        original = self._strategy.module
+        self._modules.append(original)
+        return EngineModule(forward, original, self._strategy.precision)
+
+    @overload
+    def setup_optimizers(self, optimizer: torch.optim.Optimizer, /) -> torch.optim.Optimizer: ...
+    @overload
+    def setup_optimizers(self, *optimizers: torch.optim.Optimizer) -> tuple[torch.optim.Optimizer, ...]: ...
+
+    def setup_optimizers(self, *optimizers: torch.optim.Optimizer) -> Any:
+        """Prepare optimizers for the strategy (Horovod wraps them); returns them in the same order."""
+        prepared = self._strategy.setup_optimizers(list(optimizers))
+        for opt in prepared:
+            first = next((p for g in opt.param_groups for p in g["params"]), None)
+            owner = next((m for m in self._modules if first is not None and any(p is first for p in m.parameters())),
+                         None)
+            if owner is not None:
+                self._owners[id(opt)] = owner
+        return prepared[0] if len(prepared) == 1 else tuple(prepared)
+
+    def setup_dataloaders(self, *loaders: Any, use_distributed_sampler: bool = True,
+                          move_to_device: bool = True) -> Any:
+        """Shard each dataloader across ranks (a resumable distributed sampler) and move its batches to the device."""
+        self._require_launch()
+        move = move_to_device and self.device.type != "cpu"
+        out = [_DeviceLoader(prepare_dataloader(dl, distributed=self._strategy.distributed_sampler_kwargs,
+                                                use_distributed_sampler=use_distributed_sampler, training=True),
+                             self._strategy, move=move) for dl in loaders]
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def to_device(self, obj: _T) -> _T:
+        """Move a tensor, a module or a nested collection of tensors to :attr:`device`."""
+        if isinstance(obj, nn.Module):
+            return obj.to(self.device)  # type: ignore[return-value]
+        return self._strategy.batch_to_device(obj)
+
+    # -- the step ---------------------------------------------------------------------------------------------------
+    def backward(self, loss: torch.Tensor) -> None:
+        """``loss.backward()`` through the precision (gradient scaling) and the strategy (gradient sync)."""
+        self._strategy.backward(loss)
+
+    def autocast(self) -> AbstractContextManager[Any]:
+        """The precision's forward context, for code outside a set-up module's forward."""
+        return self._strategy.precision.forward_context()
+
+    def no_backward_sync(self, module: EngineModule, enabled: bool = True) -> AbstractContextManager[Any]:
+        """Skip gradient synchronization in backward passes inside this context (gradient accumulation)."""
+        return self._strategy.no_backward_sync(enabled, module=module.forward_module)
+
+    def clip_gradients(self, module: EngineModule, optimizer: torch.optim.Optimizer, *,
+                       max_norm: float | None = None, clip_val: float | None = None) -> torch.Tensor | None:
+        """Clip gradients by total norm (``max_norm``) or value (``clip_val``), after unscaling them."""
+        if (max_norm is None) == (clip_val is None):
+            raise ConfigError("max_norm", max_norm, "exactly one of max_norm and clip_val must be given.",
+                              fix="pass max_norm=1.0 to clip by norm, or clip_val=0.5 to clip by value.")
+        algorithm: Literal["norm", "value"] = "norm" if max_norm is not None else "value"
+        value = max_norm if max_norm is not None else clip_val
+        assert value is not None
+        return self._strategy.clip_gradients(optimizer, value=value, algorithm=algorithm)
+
+    # -- collectives ------------------------------------------------------------------------------------------------
+    def all_reduce(self, tensor: torch.Tensor, reduce_op: ReduceOp = "mean") -> torch.Tensor:
+        return self._strategy.reduce(tensor, op=reduce_op)
+
+    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        return self._strategy.all_gather(tensor)
+
+    def broadcast(self, obj: _T, src: int = 0) -> _T:
+        return self._strategy.broadcast(obj, src)
+
+    def barrier(self, name: str | None = None) -> None:
+        self._strategy.barrier(name)
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        """``print`` on global rank 0 only."""
+        if self.is_global_zero:
+            print(*args, **kwargs)
+
+    @staticmethod
+    def seed_everything(seed: int) -> int:
+        return seed_everything(seed)
+
+    # -- checkpoints ------------------------------------------------------------------------------------------------
+    def save(self, path: str | Path, state: Mapping[str, Any]) -> None:
+        """Save modules, optimizers and plain values through the strategy's CheckpointIO. Every rank must call it.
+
+        Modules are stored unwrapped and optimizers keyed by parameter name, so the file loads under any strategy.
+        """
+        checkpoint: dict[str, Any] = {"xtrain": {
+            "format_version": 1, "strategy": self._strategy.name, "world_size": self.world_size,
+            "layout": self._strategy.checkpoint_layout, "precision": self._strategy.precision.name,
+            "versions": xtrain_versions(), "written_by": "Engine"}}
+        for key, value in state.items():
+            checkpoint[key] = self._state_of(value)
+        self._strategy.save_checkpoint(checkpoint, path)
+        self._strategy.barrier("engine.save")
+
+    def load(self, path: str | Path, state: dict[str, Any] | None = None, *, strict: bool = True) -> dict[str, Any]:
+        """Load a checkpoint written by :meth:`save`; objects in ``state`` are restored in place.
+
+        Returns the checkpoint's entries that ``state`` did not name (everything when ``state`` is ``None``).
+        """
+        checkpoint = self._strategy.load_checkpoint(path)
+        checkpoint.pop("xtrain", None)
+        for key, target in (state or {}).items():
+            if key not in checkpoint:
+                if strict:
+                    raise ConfigError("state", key, f"is not in checkpoint {str(path)!r}.",
+                                      choices=sorted(checkpoint), fix="load only keys that were saved.")
+                continue
+            saved = checkpoint.pop(key)
+            if isinstance(target, nn.Module):
+                unwrap(target).load_state_dict(saved, strict=strict)
+            elif isinstance(target, torch.optim.Optimizer):
+                load_optimizer_state(self._owner(target), target, saved)
+            elif isinstance(target, dict):
+                target.update(saved)
+            else:
+                state[key] = saved  # type: ignore[index]
+        return checkpoint
+
+    def _owner(self, optimizer: torch.optim.Optimizer) -> nn.Module:
+        owner = self._owners.get(id(optimizer))
+        if owner is None:
+            raise ConfigError("state", type(optimizer).__name__, "is an optimizer the Engine did not set up.",
+                              fix="pass it through engine.setup(model, optimizer) or engine.setup_optimizers.")
+        return owner
+
+    def _state_of(self, value: Any) -> Any:
+        if isinstance(value, nn.Module):
+            return unwrap(value).state_dict()
+        if isinstance(value, torch.optim.Optimizer):
+            return optimizer_state(self._owner(value), value)
+        if hasattr(value, "state_dict") and callable(value.state_dict):
+            return value.state_dict()
+        return value

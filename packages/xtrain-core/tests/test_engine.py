@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from xtrain.core import ConfigError, Engine, Trainer, seed_everything
+from xtrain.core.testing import TinyClassifier, tiny_dataset
+
+
+def plain_engine_loop(engine: Engine, steps: int) -> torch.nn.Module:
+    seed_everything(3)
+    model = TinyClassifier(dropout=0.2).net
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model, optimizer = engine.setup(model, optimizer)
+    loader = engine.setup_dataloaders(DataLoader(tiny_dataset(128), batch_size=16, shuffle=True))
+    done = 0
+    while done < steps:
+        for x, y in loader:
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            engine.backward(loss)
+            optimizer.step()
+            done += 1
+            if done == steps:
+                break
+    return model.module
+
+
+def test_engine_loop_equals_the_trainer() -> None:
+    """One path to the hardware: the same model on the Engine and on the Trainer ends with equal weights."""
+    engine_model = plain_engine_loop(Engine(accelerator="cpu", devices=1), steps=12)
+
+    class Module(TinyClassifier):
+        def configure_optimizers(self) -> Any:
+            return torch.optim.SGD(self.parameters(), lr=0.1, momentum=0.9)
+
+    seed_everything(3)
+    module = Module(dropout=0.2)
+    Trainer(accelerator="cpu", devices=1, max_steps=12, logger=False, enable_checkpointing=False,
+            enable_progress_bar=False, enable_model_summary=False).fit(
+        module, DataLoader(tiny_dataset(128), batch_size=16, shuffle=True))
+    for a, b in zip(engine_model.state_dict().values(), module.net.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_engine_save_load_round_trip(tmp_path: Path) -> None:
+    engine = Engine(accelerator="cpu", devices=1)
+    model = plain_engine_loop(engine, steps=3)
+    wrapped = engine.setup(model)
+    optimizer = torch.optim.Adam(wrapped.parameters())
+    optimizer = engine.setup_optimizers(optimizer)
+    loss = wrapped(torch.randn(4, 16)).sum()
+    engine.backward(loss)
+    optimizer.step()
+    engine.save(tmp_path / "e.ckpt", {"model": wrapped, "optimizer": optimizer, "step": 3})
+    ckpt = torch.load(tmp_path / "e.ckpt", weights_only=True)
+    assert ckpt["xtrain"]["written_by"] == "Engine" and ckpt["step"] == 3
+    assert "net.0.weight" not in ckpt["model"] and "0.weight" in ckpt["model"]
+    assert set(ckpt["optimizer"]["state"]) == {"0.weight", "0.bias", "3.weight", "3.bias"}
+    with torch.no_grad():
+        for p in wrapped.parameters():
+            p.zero_()
+    rest = engine.load(tmp_path / "e.ckpt", {"model": wrapped, "optimizer": optimizer})
+    assert rest == {"step": 3}
+    assert torch.equal(wrapped.module.state_dict()["0.weight"], ckpt["model"]["0.weight"])
+
+
+def test_engine_helpers() -> None:
+    engine = Engine(accelerator="cpu", devices=1)
+    engine.launch()
+    assert engine.world_size == 1 and engine.is_global_zero and engine.device.type == "cpu"
+    t = torch.tensor([1.0, 2.0])
+    assert torch.equal(engine.all_reduce(t), t) and engine.all_gather(t).shape == (1, 2)
+    assert engine.broadcast({"a": 1}) == {"a": 1}
+    model = engine.setup(torch.nn.Linear(2, 1))
+    with engine.no_backward_sync(model):
+        engine.backward(model(torch.ones(1, 2)).sum())
+    assert engine.launch(lambda e, x: x * 2, 21) == 42
+    with pytest.raises(ConfigError, match="exactly one of max_norm and clip_val"):
+        engine.clip_gradients(model, torch.optim.SGD(model.parameters(), lr=1), max_norm=1.0, clip_val=1.0)
+    norm = engine.clip_gradients(model, torch.optim.SGD(model.parameters(), lr=1), max_norm=1e-3)
+    assert norm is not None and max(float(p.grad.norm()) for p in model.parameters()) <= 1e-3 + 1e-6
+
+
+def test_engine_arguments_share_the_trainers_errors() -> None:
+    for kwargs in ({"accelerator": "nope"}, {"devices": 0}, {"precision": "12"}, {"strategy": "nope"}):
+        with pytest.raises(ConfigError) as engine_error:
+            Engine(**kwargs)
+        with pytest.raises(ConfigError) as trainer_error:
+            Trainer(**kwargs)
+        assert str(engine_error.value) == str(trainer_error.value)
