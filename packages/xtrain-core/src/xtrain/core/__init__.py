@@ -12,7 +12,15 @@ from xtrain.core.__about__ import __version__
 
 if TYPE_CHECKING:
     from xtrain.core.accelerator import Accelerator
-    from xtrain.core.callbacks import Callback, EarlyStopping, ModelCheckpoint, ModelSummary, ProgressBar
+    from xtrain.core.callbacks import (
+        Callback,
+        EarlyStopping,
+        LearningRateMonitor,
+        ModelCheckpoint,
+        ModelSummary,
+        ProgressBar,
+        RichProgressBar,
+    )
     from xtrain.core.checkpoint_io import CheckpointIO
     from xtrain.core.datamodule import DataModule
     from xtrain.core.engine import Engine
@@ -29,14 +37,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Accelerator", "CSVLogger", "Callback", "CheckpointError", "CheckpointIO", "ClusterEnvironment", "ConfigError",
-    "DataModule", "EarlyStopping", "Engine", "Launcher", "Logger", "ModelCheckpoint", "ModelSummary",
-    "ParallelStrategy", "Precision", "ProgressBar", "RankFailedError", "Strategy", "TensorBoardLogger", "TrainModule",
+    "DataModule", "EarlyStopping", "Engine", "Launcher", "LearningRateMonitor", "Logger", "ModelCheckpoint",
+    "ModelSummary",
+    "ParallelStrategy", "Precision", "ProgressBar", "RankFailedError", "RichProgressBar", "Strategy", "TensorBoardLogger", "TrainModule",
     "Trainer", "XtrainDeprecationWarning", "__version__", "seed_everything",
 ]
 
 _WHERE = {
     "Accelerator": "accelerator", "Callback": "callbacks", "EarlyStopping": "callbacks", "ModelCheckpoint": "callbacks",
-    "ModelSummary": "callbacks", "ProgressBar": "callbacks", "CheckpointIO": "checkpoint_io",
+    "ModelSummary": "callbacks", "ProgressBar": "callbacks", "RichProgressBar": "callbacks",
+    "LearningRateMonitor": "callbacks", "CheckpointIO": "checkpoint_io",
     "DataModule": "datamodule", "Engine": "engine", "ClusterEnvironment": "environment",
     "CheckpointError": "errors", "ConfigError": "errors", "RankFailedError": "errors",
     "XtrainDeprecationWarning": "errors", "Launcher": "launcher", "CSVLogger": "loggers", "Logger": "loggers",

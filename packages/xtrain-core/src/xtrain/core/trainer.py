@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from contextlib import suppress
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,16 +28,21 @@ from xtrain.core._internal.resolve import resolve
 from xtrain.core._internal.rng import restore_rng_states
 from xtrain.core._internal.sampler import ResumableSampler
 from xtrain.core._internal.trainer_args import check_callbacks, check_loggers, check_root, parse_settings
-from xtrain.core.callbacks import Callback, ModelCheckpoint, ModelSummary, ProgressBar
+from xtrain.core.accelerator import Accelerator
+from xtrain.core.callbacks import Callback, ModelCheckpoint, ModelSummary, ProgressBar, default_progress_bar
+from xtrain.core.checkpoint_io import CheckpointIO
 from xtrain.core.datamodule import DataModule
+from xtrain.core.environment import ClusterEnvironment
 from xtrain.core.errors import ConfigError
 from xtrain.core.loggers.logger import Logger
 from xtrain.core.module import TrainModule
+from xtrain.core.precision import Precision
 from xtrain.core.strategy import Strategy
 
 __all__ = ["Trainer"]
 
 Stage = Literal["fit", "validate", "test", "predict"]
+PluginArg = Precision | CheckpointIO | ClusterEnvironment | str
 
 
 class Trainer:
@@ -85,9 +91,10 @@ class Trainer:
     """
 
     def __init__(
-        self, *, accelerator: Any = "auto", strategy: Any = "auto", devices: Any = "auto", num_nodes: int = 1,
-        precision: Any = None, plugins: Any = None, max_epochs: int | None = None, max_steps: int = -1,
-        max_time: Any = None, limit_train_batches: int | float = 1.0, limit_val_batches: int | float = 1.0,
+        self, *, accelerator: str | Accelerator = "auto", strategy: str | Strategy = "auto",
+        devices: int | str | list[int] = "auto", num_nodes: int = 1, precision: str | int | Precision | None = None,
+        plugins: PluginArg | list[PluginArg] | None = None, max_epochs: int | None = None, max_steps: int = -1,
+        max_time: str | timedelta | dict[str, int] | None = None, limit_train_batches: int | float = 1.0, limit_val_batches: int | float = 1.0,
         limit_test_batches: int | float = 1.0, limit_predict_batches: int | float = 1.0,
         val_check_interval: int | float = 1.0, check_val_every_n_epoch: int | None = 1,
         num_sanity_val_steps: int = 2, accumulate_grad_batches: int = 1, gradient_clip_val: float | None = None,
@@ -127,7 +134,7 @@ class Trainer:
                 isinstance(cb, ModelCheckpoint) for cb in user_callbacks):
             defaults.append(ModelCheckpoint(save_last=True))
         if enable_progress_bar and not any(isinstance(cb, ProgressBar) for cb in user_callbacks):
-            defaults.append(ProgressBar())
+            defaults.append(default_progress_bar())
         if enable_model_summary and not limits.fast_dev_run and not any(
                 isinstance(cb, ModelSummary) for cb in user_callbacks):
             defaults.append(ModelSummary())

@@ -75,7 +75,7 @@ class Watchdog:
             return
         try:
             self.store.set(f"done/{self.rank}", "1")
-        except Exception:
+        except Exception:  # noqa: BLE001 - the store may already be gone at shutdown
             pass
         self._stop.set()
         self._thread.join(timeout=5 * self.interval + 1)
@@ -88,7 +88,7 @@ class Watchdog:
         self._reported = True
         try:
             self.store.compare_set(_ABORT, "", f"{self.rank}\n{details}")
-        except Exception:
+        except Exception:  # noqa: BLE001 - the process is failing anyway; nothing more to do
             pass
 
     def _run(self) -> None:
@@ -110,7 +110,7 @@ class Watchdog:
                                f"(killed, crashed without a Python traceback, or frozen).")
                     self.store.compare_set(_ABORT, "", message)
                     self._die(self.store.get(_ABORT).decode(errors="replace"))
-            except Exception as err:
+            except Exception as err:  # noqa: BLE001 - any store failure means the run is broken
                 if self._stop.is_set() or self.shutting_down:
                     return
                 self._die(f"?\nlost contact with the rendezvous store ({type(err).__name__}: {err}); the process "
@@ -126,6 +126,6 @@ class Watchdog:
         if self.on_abort is not None:
             try:
                 self.on_abort()
-            except Exception:
+            except Exception:  # noqa: BLE001 - exiting regardless
                 pass
         os._exit(ABORT_EXIT_CODE)

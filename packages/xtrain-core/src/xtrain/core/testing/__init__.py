@@ -7,7 +7,7 @@ from xtrain.core.testing.conformance import (
     StrategyConformance,
     run_probe,
 )
-from xtrain.core.testing.models import TinyClassifier, tiny_dataset, tiny_loaders
+from xtrain.core.testing.models import TinyClassifier, TinyData, tiny_dataset, tiny_loaders
 from xtrain.core.testing.processes import (
     ProcessResult,
     RunResult,
@@ -20,6 +20,6 @@ from xtrain.core.testing.processes import (
 
 __all__ = [
     "AcceleratorConformance", "CheckpointIOConformance", "PrecisionConformance", "ProcessResult", "RunResult",
-    "StrategyConformance", "TinyClassifier", "free_port", "leftover_processes", "python_command", "run_probe",
+    "StrategyConformance", "TinyClassifier", "TinyData", "free_port", "leftover_processes", "python_command", "run_probe",
     "run_processes", "tiny_dataset", "tiny_loaders", "torchrun_command",
 ]

@@ -7,9 +7,10 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from xtrain.core.datamodule import DataModule
 from xtrain.core.module import TrainModule
 
-__all__ = ["TinyClassifier", "tiny_dataset", "tiny_loaders"]
+__all__ = ["TinyClassifier", "TinyData", "tiny_dataset", "tiny_loaders"]
 
 
 def tiny_dataset(n: int = 256, *, features: int = 16, classes: int = 4, seed: int = 0) -> TensorDataset:
@@ -78,3 +79,30 @@ class TinyClassifier(TrainModule):
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+
+
+class TinyData(DataModule):
+    """:func:`tiny_dataset` as a DataModule (for the CLI and config-driven tests).
+
+    Args:
+        batch_size: Batch size of every dataloader.
+        n: Training samples (validation and test get a quarter of it each).
+        num_workers: Dataloader worker processes.
+    """
+
+    def __init__(self, batch_size: int = 16, n: int = 256, num_workers: int = 0) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.batch_size, self.n, self.num_workers = batch_size, n, num_workers
+
+    def train_dataloader(self) -> DataLoader[Any]:
+        return DataLoader(tiny_dataset(self.n), batch_size=self.batch_size, shuffle=True, num_workers=self.num_workers)
+
+    def val_dataloader(self) -> DataLoader[Any]:
+        return DataLoader(tiny_dataset(self.n // 4, seed=1), batch_size=self.batch_size)
+
+    def test_dataloader(self) -> DataLoader[Any]:
+        return DataLoader(tiny_dataset(self.n // 4, seed=2), batch_size=self.batch_size)
+
+    def predict_dataloader(self) -> DataLoader[Any]:
+        return self.test_dataloader()

@@ -1,0 +1,175 @@
+"""``xtrain fit|validate|test|predict`` on jsonargparse, the library LightningCLI uses.
+
+The model and datamodule are chosen by ``class_path``/``init_args``; every Trainer argument is an option
+(``--trainer.strategy ddp``) that accepts any registered name, third-party ones included; ``--optimizer`` and
+``--lr_scheduler`` pick torch classes; ``--config`` files (repeatable) are merged in order; ``--print_config`` shows
+the resolved configuration, which is also saved beside the run's logs as ``config.yaml``.
+
+The directory of each ``--config`` file and the working directory are put on ``sys.path``, so a model defined next to
+its config is found by its module name.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["run"]
+
+_STAGES = ("fit", "validate", "test", "predict")
+_DESCRIPTION = "Train, validate, test or predict with a TrainModule, configured from the command line or YAML."
+
+
+def _config_dirs(argv: list[str]) -> list[str]:
+    found = []
+    for i, arg in enumerate(argv):
+        value = arg.split("=", 1)[1] if arg.startswith("--config=") else (
+            argv[i + 1] if arg == "--config" and i + 1 < len(argv) else None)
+        if value:
+            found.append(str(Path(value).resolve().parent))
+    return found
+
+
+def _stage_parser(stage: str) -> Any:
+    import torch
+    from jsonargparse import ActionConfigFile, ArgumentParser
+
+    from xtrain.core.datamodule import DataModule
+    from xtrain.core.module import TrainModule
+    from xtrain.core.trainer import Trainer
+
+    parser = ArgumentParser(description=f"xtrain {stage}", exit_on_error=True)
+    parser.add_argument("--config", action=ActionConfigFile, help="A YAML config; repeat to merge several in order.")
+    parser.add_argument("--seed_everything", type=int | bool, default=True,
+                        help="Seed every generator: an int, True for a random seed (recorded), or False.")
+    parser.add_class_arguments(Trainer, "trainer", fail_untyped=False, instantiate=False)
+    parser.add_subclass_arguments(TrainModule, "model", required=True)
+    parser.add_subclass_arguments(DataModule, "data", required=False)
+    if stage == "fit":
+        parser.add_subclass_arguments(torch.optim.Optimizer, "optimizer", skip={"params"}, required=False,
+                                      instantiate=False)
+        parser.add_subclass_arguments(torch.optim.lr_scheduler.LRScheduler, "lr_scheduler", skip={"optimizer"},
+                                      required=False, instantiate=False)
+    parser.add_argument("--ckpt_path", type=str | None, default=None,
+                        help="Resume or evaluate from 'last', 'best' or a checkpoint path.")
+    return parser
+
+
+def _root_parser(with_catalogue: bool) -> Any:
+    from jsonargparse import ArgumentParser
+
+    from xtrain.core.__about__ import __version__
+
+    epilog = None
+    if with_catalogue:
+        from xtrain.core._internal.cli.catalogue import catalogue
+
+        epilog = f"Installed plugins:\n\n{catalogue()}"
+    parser = ArgumentParser(prog="xtrain", description=_DESCRIPTION, epilog=epilog, env_prefix="XTRAIN",
+                            formatter_class=_raw_formatter())
+    parser.add_argument("--version", action="version", version=f"xtrain-core {__version__}")
+    commands = parser.add_subcommands(dest="subcommand")
+    for stage in _STAGES:
+        commands.add_subcommand(stage, _stage_parser(stage), help=f"{stage} a model")
+    from xtrain.core._internal.cli.checkpoint import add_checkpoint_actions, checkpoint_parser
+
+    checkpoint = checkpoint_parser()
+    commands.add_subcommand("checkpoint", checkpoint, help="inspect and convert checkpoints")
+    add_checkpoint_actions(checkpoint)
+    return parser
+
+
+def _raw_formatter() -> Any:
+    from jsonargparse import DefaultHelpFormatter
+
+    class Formatter(DefaultHelpFormatter):
+        def _fill_text(self, text: str, width: int, indent: str) -> str:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+
+    return Formatter
+
+
+def _optimizer_patch(module: Any, optimizer: Any, scheduler: Any) -> None:
+    """Make ``configure_optimizers`` build the optimizer (and scheduler) given on the command line."""
+    from jsonargparse import Namespace
+
+    from xtrain.core._internal.cli.instantiate import class_from_path
+
+    def configure() -> Any:
+        opt_cfg = optimizer.as_dict() if isinstance(optimizer, Namespace) else optimizer
+        opt = class_from_path(opt_cfg["class_path"])(module.parameters(), **opt_cfg.get("init_args", {}))
+        if scheduler is None:
+            return opt
+        sch_cfg = scheduler.as_dict() if isinstance(scheduler, Namespace) else scheduler
+        sched = class_from_path(sch_cfg["class_path"])(opt, **sch_cfg.get("init_args", {}))
+        return {"optimizer": opt, "lr_scheduler": sched}
+
+    module.configure_optimizers = configure
+
+
+def _run_stage(parser: Any, stage: str, cfg: Any) -> int:
+    import random
+
+    from xtrain.core._internal.cli.instantiate import SaveConfig, instantiate
+    from xtrain.core.seed import seed_everything
+    from xtrain.core.trainer import Trainer
+
+    stage_parser = _stage_parser(stage)
+    seed = cfg.seed_everything
+    if seed is True:
+        seed = random.randint(0, 2**31 - 1)
+        cfg.seed_everything = seed
+    if seed is not False:
+        seed_everything(int(seed))
+    module = instantiate(cfg.model)
+    data = instantiate(cfg.data) if cfg.get("data") else None
+    trainer_kwargs = instantiate(cfg.trainer, as_kwargs=True)
+    callbacks = trainer_kwargs.get("callbacks") or []
+    callbacks = list(callbacks) if isinstance(callbacks, (list, tuple)) else [callbacks]
+    trainer_kwargs["callbacks"] = [*callbacks, SaveConfig(stage_parser.dump(cfg, skip_none=False))]
+    trainer = Trainer(**trainer_kwargs)
+    if stage == "fit" and cfg.get("optimizer"):
+        _optimizer_patch(module, cfg.optimizer, cfg.get("lr_scheduler"))
+    kwargs: dict[str, Any] = {"datamodule": data, "ckpt_path": cfg.ckpt_path}
+    result = getattr(trainer, stage)(module, **kwargs)
+    if stage == "fit" and trainer.is_global_zero:
+        metrics = ", ".join(f"{k}={float(v):.4f}" for k, v in sorted(trainer.callback_metrics.items()))
+        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+        print(f"fit finished at epoch {trainer.current_epoch}, step {trainer.global_step}: {metrics}"
+              + (f"\nbest checkpoint: {best}" if best else "") + f"\nlogs: {trainer.log_dir}")
+    if stage in ("validate", "test") and trainer.is_global_zero:
+        for i, metrics in enumerate(result):
+            print(f"{stage} results (dataloader {i}): " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items())))
+    return 0
+
+
+def run(argv: list[str]) -> int:
+    """Run the ``xtrain`` command; returns the exit code."""
+    try:
+        import jsonargparse  # noqa: F401
+    except ImportError:
+        print("the xtrain command needs jsonargparse. Fix: pip install 'xtrain-core[cli]'", file=sys.stderr)
+        return 2
+    from xtrain.core.errors import CheckpointError, ConfigError
+
+    for path in [os.getcwd(), *_config_dirs(argv)]:
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    wants_help = not argv or argv[0] in ("-h", "--help")
+    parser = _root_parser(with_catalogue=wants_help)
+    if not argv:
+        parser.print_help()
+        return 0
+    cfg = parser.parse_args(argv)
+    stage = cfg.subcommand
+    try:
+        if stage == "checkpoint":
+            from xtrain.core._internal.cli.checkpoint import run_checkpoint
+
+            return run_checkpoint(cfg.checkpoint)
+        return _run_stage(parser, stage, cfg[stage])
+    except (ConfigError, CheckpointError) as err:
+        print(f"xtrain {stage}: error: {err}", file=sys.stderr)
+        return 2

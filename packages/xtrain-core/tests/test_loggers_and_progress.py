@@ -1,0 +1,123 @@
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from xtrain.core import (
+    CSVLogger,
+    LearningRateMonitor,
+    ModelSummary,
+    ProgressBar,
+    RichProgressBar,
+    TensorBoardLogger,
+    Trainer,
+)
+from xtrain.core.callbacks.model_summary import summarize
+from xtrain.core.testing import TinyClassifier, tiny_loaders
+
+
+def fit(**kwargs: Any) -> Trainer:
+    train, val = tiny_loaders()
+    trainer = Trainer(enable_checkpointing=False, enable_model_summary=False, **kwargs)
+    trainer.fit(TinyClassifier(), train, val)
+    return trainer
+
+
+def test_tensorboard_event_files_hold_the_logged_scalars(tmp_path: Path) -> None:
+    event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    logger = TensorBoardLogger(tmp_path)
+    fit(max_epochs=2, logger=logger, log_every_n_steps=2, enable_progress_bar=False,
+        callbacks=[LearningRateMonitor()])
+    acc = event_accumulator.EventAccumulator(str(logger.log_dir))
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert {"train_loss", "val_loss", "val_acc", "lr-SGD"} <= tags
+    train = acc.Scalars("train_loss")
+    assert [e.step for e in train] == list(range(2, 33, 2))
+    assert all(e.value > 0 for e in train) and train[-1].value < train[0].value
+    assert [e.step for e in acc.Scalars("val_loss")] == [16, 32]
+    assert all(e.value == pytest.approx(0.1) for e in acc.Scalars("lr-SGD"))
+
+
+def test_tensorboard_resume_purges_steps_after_the_checkpoint(tmp_path: Path) -> None:
+    event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    logger = TensorBoardLogger(tmp_path, version=0)
+    logger.log_metrics({"x": 1.0}, 1)
+    logger.log_metrics({"x": 2.0}, 2)
+    logger.log_metrics({"x": 3.0}, 3)
+    logger.finalize("failed")
+    resumed = TensorBoardLogger(tmp_path)
+    resumed.resume({"version": 0}, step=1)
+    resumed.log_metrics({"x": 20.0}, 2)
+    resumed.finalize("success")
+    acc = event_accumulator.EventAccumulator(str(resumed.log_dir))
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("x")] == [(1, 1.0), (2, 20.0)]
+
+
+def test_csv_logger_resume_keeps_exactly_the_rows_before_the_checkpoint(tmp_path: Path) -> None:
+    logger = CSVLogger(tmp_path, version=0)
+    for step in (1, 2, 3):
+        logger.log_metrics({"x": float(step)}, step)
+    state = {"version": 0, "rows": 2}
+    resumed = CSVLogger(tmp_path)
+    resumed.resume(state, step=2)
+    resumed.log_metrics({"x": 30.0, "y": 1.0}, 3)
+    assert resumed.metrics_file.read_text().splitlines() == ["step,x,y", "1,1.0,", "2,2.0,", "3,30.0,1.0"]
+
+
+def test_plain_progress_bar_prints_lines_when_not_a_terminal() -> None:
+    stream = io.StringIO()
+    fit(max_epochs=2, logger=False, callbacks=[ProgressBar(stream=stream)])
+    lines = stream.getvalue().splitlines()
+    epoch_lines = [line for line in lines if line.startswith("Epoch ")]
+    assert len(epoch_lines) == 2 and "\r" not in stream.getvalue()
+    assert epoch_lines[-1].startswith("Epoch 1/2 16/16 step 32 [") and "train_loss=" in epoch_lines[-1]
+    assert any(line.startswith("Validation (step 16): val_loss=") for line in lines)
+
+
+def test_rich_progress_bar_draws_epoch_step_rate_eta_and_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("rich")
+    monkeypatch.setenv("COLUMNS", "200")
+    stream = io.StringIO()
+    fit(max_epochs=1, logger=False, callbacks=[RichProgressBar(stream=stream, force_terminal=True,
+                                                               refresh_interval=0.0)])
+    out = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", stream.getvalue())
+    assert "Epoch 0/1 step 16" in out and "16/16" in out and "it/s" in out and "train_loss=" in out
+    assert "Validation (step 16): val_loss=" in out
+
+
+def test_rich_progress_bar_degrades_to_plain_lines() -> None:
+    pytest.importorskip("rich")
+    stream = io.StringIO()
+    fit(max_epochs=1, logger=False, callbacks=[RichProgressBar(stream=stream)])
+    lines = stream.getvalue().splitlines()
+    assert lines[0].startswith("Validation (step 16)") and lines[1].startswith("Epoch 0/1 16/16 step 16")
+    assert "\x1b[" not in stream.getvalue()
+
+
+def test_learning_rate_monitor_names() -> None:
+    module = TinyClassifier()
+    a = torch.optim.SGD([{"params": [module.net[0].weight]}, {"params": [module.net[0].bias], "lr": 0.5}], lr=0.1,
+                        momentum=0.9)
+    b = torch.optim.SGD(module.net[3].parameters(), lr=0.2)
+
+    class FakeTrainer:
+        optimizers = [a, b]
+
+    values = LearningRateMonitor(log_momentum=True).values(FakeTrainer())  # type: ignore[arg-type]
+    assert values == {"lr-SGD/pg1": 0.1, "lr-SGD/pg2": 0.5, "momentum-SGD/pg1": 0.9, "momentum-SGD/pg2": 0.9,
+                      "lr-SGD-1": 0.2, "momentum-SGD-1": 0.0}
+
+
+def test_model_summary_table(capsys: pytest.CaptureFixture[str]) -> None:
+    text = summarize(TinyClassifier())
+    assert text.splitlines()[0].split() == ["Name", "Type", "Params"]
+    assert "net   Sequential  676" in text and "676 total params" in text
+    fit(max_steps=1, logger=False, enable_progress_bar=False, callbacks=[ModelSummary()])
+    assert "trainable params" in capsys.readouterr().err
