@@ -1,4 +1,4 @@
-"""The one task runner. ``nox`` runs the default set (lint, types, tests, build); ``nox --list`` shows all.
+"""The one task runner. ``nox`` runs the default set (lint, types, tests, build, docs); ``nox --list`` shows all.
 
 Every session installs torch through ``tools/constraints/`` so that pip takes the CPU build on disk instead of
 downloading a CUDA build of several GB.
@@ -12,7 +12,7 @@ from pathlib import Path
 import nox
 
 nox.needs_version = ">=2024.3.2"
-nox.options.sessions = ["lint", "types", "tests", "build"]
+nox.options.sessions = ["lint", "types", "tests", "build", "docs"]
 nox.options.reuse_venv = "yes"
 
 ROOT = Path(__file__).parent
@@ -74,3 +74,13 @@ def build(session: nox.Session) -> None:
     core_wheel = next(dist.glob("xtrain_core-*.whl"))
     session.run(py, "-m", "pip", "install", "-q", "-c", TORCH, "torch==2.13.0", str(core_wheel), external=True)
     session.run(py, "tools/smoke_core_only.py", external=True)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The documentation site, built with mkdocs in strict mode (any warning fails); the plugin catalogue is generated
+    from the installed packages' entry points."""
+    session.install("-c", TORCH, "torch==2.13.0", *_editable("cli"), "mkdocs>=1.6", "mkdocs-material>=9.5",
+                    "mkdocstrings[python]>=0.26")
+    session.env["NO_MKDOCS_2_WARNING"] = "1"
+    session.run("mkdocs", "build", "--strict", "--site-dir", str(Path(session.create_tmp()) / "site"))

@@ -65,8 +65,10 @@ class Trainer:
         max_epochs: Stop after this many epochs (default 1000 when ``max_steps`` is unset; -1 for no limit).
         max_steps: Stop after this many optimizer steps (-1: no limit).
         max_time: Stop after this long (``"DD:HH:MM:SS"``, timedelta or dict).
-        limit_train_batches, limit_val_batches, limit_test_batches, limit_predict_batches: Batches per epoch (int)
-            or fraction of the dataloader (float).
+        limit_train_batches: Training batches per epoch (int) or fraction of the dataloader (float).
+        limit_val_batches: Likewise for validation.
+        limit_test_batches: Likewise for testing.
+        limit_predict_batches: Likewise for prediction.
         val_check_interval: Validate every fraction of an epoch (float) or every N batches (int).
         check_val_every_n_epoch: Validate every N epochs (``None``: by ``val_check_interval`` batches only).
         num_sanity_val_steps: Validation batches run before training to catch bugs early (-1: all).
