@@ -163,3 +163,42 @@ def test_a_file_that_is_not_an_xtrain_checkpoint_is_named(tmp_path: Path) -> Non
 
 class TestTorchCheckpointIO(CheckpointIOConformance):
     checkpoint_io = "torch"
+
+
+class TestAsyncCheckpointIO(CheckpointIOConformance):
+    checkpoint_io = "async"
+
+
+_ASYNC_EXIT = """
+import sys, torch
+from xtrain.core.defaults import AsyncCheckpointIO
+io = AsyncCheckpointIO()
+io.save_checkpoint({"w": torch.full((2048, 2048), 3.0)}, sys.argv[1])
+print("pending" if io.pending() else "done", flush=True)
+"""
+
+
+def test_async_save_is_never_lost_on_normal_exit(tmp_path: Path) -> None:
+    path = tmp_path / "async.ckpt"
+    out = subprocess.run([sys.executable, "-c", _ASYNC_EXIT, str(path)], capture_output=True, text=True, timeout=120,
+                         check=True).stdout
+    assert out.strip() in ("pending", "done")
+    assert torch.equal(TorchCheckpointIO().load_checkpoint(path)["w"], torch.full((2048, 2048), 3.0))
+
+
+def test_async_save_snapshots_tensors_before_training_changes_them(tmp_path: Path) -> None:
+    from xtrain.core.defaults import AsyncCheckpointIO
+
+    io = AsyncCheckpointIO()
+    live = torch.zeros(1000, 1000)
+    io.save_checkpoint({"w": live}, tmp_path / "a.ckpt")
+    live.add_(1.0)
+    assert torch.equal(io.load_checkpoint(tmp_path / "a.ckpt")["w"], torch.zeros(1000, 1000))
+
+
+def test_trainer_with_async_checkpoint_io_resumes(tmp_path: Path) -> None:
+    train, val = tiny_loaders()
+    Trainer(max_epochs=2, default_root_dir=tmp_path, plugins="async", logger=False,
+            enable_progress_bar=False).fit(TinyClassifier(), train, val)
+    ckpt = TorchCheckpointIO().load_checkpoint(tmp_path / "checkpoints" / "last.ckpt")
+    assert ckpt["loops"]["epoch"] == 2
