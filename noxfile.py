@@ -1,4 +1,4 @@
-"""The one task runner. ``nox`` runs the default set (lint, types, tests, build, docs); ``nox --list`` shows all.
+"""The one task runner. ``nox`` runs the default set (lint, types, tests, build, docs, api); ``nox --list`` shows all.
 
 Every session installs torch through ``tools/constraints/`` so that pip takes the CPU build on disk instead of
 downloading a CUDA build of several GB.
@@ -12,7 +12,7 @@ from pathlib import Path
 import nox
 
 nox.needs_version = ">=2024.3.2"
-nox.options.sessions = ["lint", "types", "tests", "build", "docs"]
+nox.options.sessions = ["lint", "types", "tests", "build", "docs", "api"]
 nox.options.reuse_venv = "yes"
 
 ROOT = Path(__file__).parent
@@ -55,7 +55,7 @@ def types(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Each package's unit tests, then tests_integration/ (multi-process tests included, each bounded)."""
     session.install("-c", TORCH, "torch==2.13.0", *_editable("cli", "test", "tensorboard"), "pytest-timeout",
-                    "scikit-learn")
+                    "scikit-learn", "griffe>=1.0")
     session.run("pytest", *session.posargs)
 
 
@@ -84,3 +84,12 @@ def docs(session: nox.Session) -> None:
                     "mkdocstrings[python]>=0.26")
     session.env["NO_MKDOCS_2_WARNING"] = "1"
     session.run("mkdocs", "build", "--strict", "--site-dir", str(Path(session.create_tmp()) / "site"))
+
+
+@nox.session(python=False)
+def api(session: nox.Session) -> None:
+    """Each package's public API against its last release tag (griffe): a break needs a major bump. Also checks the
+    inter-package pins and the meta-package's ranges."""
+    session.run(sys.executable, "-m", "pip", "install", "-q", "griffe>=1.0", external=True)
+    session.run(sys.executable, "tools/check_api.py", external=True)
+    session.run(sys.executable, "tools/release.py", "--check", external=True)
