@@ -16,7 +16,7 @@ __all__ = ["ROOT", "Package", "all_packages", "bump", "package", "release_tags",
 def version_tuple(version: str) -> tuple[int, int, int]:
     """``"1.2"`` -> ``(1, 2, 0)``; ``"1.2.3rc1"`` -> ``(1, 2, 3)``."""
     parts = [int(x) for x in re.findall(r"\d+", version)[:3]]
-    major, minor, patch = (parts + [0, 0, 0])[:3]
+    major, minor, patch = [*parts, 0, 0, 0][:3]
     return major, minor, patch
 
 

@@ -23,7 +23,7 @@ def test_deprecations_name_since_removal_and_alternative() -> None:
 
 def test_the_suite_turns_our_own_deprecations_into_errors() -> None:
     """pyproject's filterwarnings makes XtrainDeprecationWarning an error: our code cannot use deprecated API."""
-    with pytest.raises(XtrainDeprecationWarning, match="since 1.1.0"):
+    with pytest.raises(XtrainDeprecationWarning, match=r"since 1\.1\.0"):
         old_thing()
     with pytest.raises(XtrainDeprecationWarning):
         warn_deprecated("x", since="1.0", removal="2.0")
