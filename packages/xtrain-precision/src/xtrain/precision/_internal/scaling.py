@@ -9,6 +9,7 @@ way Accelerate does: the scale only goes down when inf/NaN gradients were found.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -19,6 +20,13 @@ __all__ = ["ScalerState", "check_scaler_options"]
 
 _DEFAULTS: dict[str, float] = {"init_scale": 2.0**16, "growth_factor": 2.0, "backoff_factor": 0.5,
                                "growth_interval": 2000}
+# option: (valid?, what valid means, the default to suggest)
+_RULES: dict[str, tuple[Callable[[float], bool], str, str]] = {
+    "init_scale": (lambda v: v > 0 and math.isfinite(v), "a finite number above 0", "2.0**16"),
+    "growth_factor": (lambda v: v > 1 and math.isfinite(v), "a finite number above 1", "2.0"),
+    "backoff_factor": (lambda v: 0 < v < 1, "a number strictly between 0 and 1", "0.5"),
+    "growth_interval": (lambda v: isinstance(v, int) and v >= 1, "an int of at least 1", "2000"),
+}
 
 
 def check_scaler_options(options: dict[str, float], scaler: torch.amp.GradScaler | None) -> None:
@@ -31,12 +39,7 @@ def check_scaler_options(options: dict[str, float], scaler: torch.amp.GradScaler
         if not isinstance(scaler, torch.amp.GradScaler):
             raise ConfigError("scaler", scaler, "is not a torch.amp.GradScaler.", fix="pass torch.amp.GradScaler(...).")
         return
-    rules = {"init_scale": (lambda v: v > 0 and math.isfinite(v), "a finite number above 0", "2.0**16"),
-             "growth_factor": (lambda v: v > 1 and math.isfinite(v), "a finite number above 1", "2.0"),
-             "backoff_factor": (lambda v: 0 < v < 1, "a number strictly between 0 and 1", "0.5"),
-             "growth_interval": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-                                 "an int of at least 1", "2000")}
-    for key, (ok, what, default) in rules.items():
+    for key, (ok, what, default) in _RULES.items():
         value = options[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
             raise ConfigError(key, value, f"must be {what}.", fix=f"write {key}={default} (the default).")
