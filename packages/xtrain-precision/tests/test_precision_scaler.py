@@ -28,8 +28,9 @@ class Scheduled(TinyClassifier):
 class Watch(Callback):
     """Forces an inf gradient at ``inf_at`` and records, per step, the scale, whether weights moved, and the LR."""
 
-    def __init__(self, inf_at: int | None = None) -> None:
+    def __init__(self, inf_at: int | None = None, bad: float = math.inf) -> None:
         self.inf_at = inf_at
+        self.bad = bad
         self.scales: list[float] = []
         self.moved: list[bool] = []
         self.lrs: list[float] = []
@@ -41,7 +42,7 @@ class Watch(Callback):
 
     def on_after_backward(self, trainer: Trainer, module: TrainModule) -> None:
         if trainer.global_step == self.inf_at:
-            next(module.parameters()).grad[0, 0] = math.inf
+            next(module.parameters()).grad[0, 0] = self.bad
 
     def on_before_optimizer_step(self, trainer: Trainer, module: TrainModule, optimizer: Any) -> None:
         self._before = torch.cat([p.detach().flatten().clone() for p in module.parameters()])
@@ -56,10 +57,11 @@ class Watch(Callback):
         self.lrs.append(trainer.optimizers[0].param_groups[0]["lr"])
 
 
+@pytest.mark.parametrize("bad", [math.inf, -math.inf, math.nan])
 def test_an_inf_gradient_skips_the_step_lowers_the_scale_and_holds_the_scheduler(
-        quiet: Callable[..., Trainer]) -> None:
+        quiet: Callable[..., Trainer], bad: float) -> None:
     seed_everything(0)
-    watch = Watch(inf_at=3)
+    watch = Watch(inf_at=3, bad=bad)
     trainer = quiet(precision=Float16MixedPrecision(init_scale=2.0**10), max_steps=8, callbacks=[watch])
     module = Scheduled()
     trainer.fit(module, tiny_loaders()[0])
@@ -198,3 +200,31 @@ def test_a_given_scaler_is_used_and_must_match_the_device(quiet: Callable[..., T
     assert scaler.get_scale() == 2.0**4
     with pytest.raises(ConfigError, match="scales on 'cuda'"):
         Float16MixedPrecision(scaler=torch.amp.GradScaler("cuda", enabled=False)).connect(device_type="cpu")
+
+
+def test_manual_optimization_steps_through_the_strategy(quiet: Callable[..., Trainer]) -> None:
+    """Under manual optimization the module scales with manual_backward and steps through the strategy."""
+
+    class Manual(TinyClassifier):
+        automatic_optimization = False
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.stepped: list[bool] = []
+
+        def training_step(self, batch: Any, batch_idx: int) -> None:
+            opt = self.optimizers()
+            x, y = batch
+            loss = torch.nn.functional.cross_entropy(self(x).float(), y)
+            self.losses.append(float(loss.detach()))
+            opt.zero_grad()
+            self.manual_backward(loss)
+            strategy = self.trainer.strategy
+            strategy.clip_gradients(opt, value=1.0)
+            self.stepped.append(strategy.optimizer_step(opt))
+
+    seed_everything(0)
+    module = Manual()
+    quiet(precision="16-mixed", max_steps=8).fit(module, tiny_loaders()[0])
+    assert module.stepped == [False] + [True] * 7, "the first step's float16 gradients overflow at scale 2**16"
+    assert module.losses[-1] < 0.5 * module.losses[0]
