@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, TensorDataset
@@ -38,24 +39,29 @@ def _net() -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
 
 
-def plain(steps: int) -> tuple[float, float]:
-    torch.manual_seed(0)
-    net = _net()
-    opt = torch.optim.SGD(net.parameters(), lr=0.05)
-    loader = DataLoader(_data(), batch_size=64, shuffle=True)
+def _loop(net: Any, opt: torch.optim.Optimizer, loader: Any, steps: int,
+          backward: Callable[[torch.Tensor], None]) -> tuple[float, float]:
+    """The hand-written loop every non-Trainer arm runs; only ``backward`` and the setup differ."""
     done = 0
-    start = time.perf_counter()
     loss = torch.tensor(0.0)
+    start = time.perf_counter()
     while done < steps:
         for x, y in loader:
             loss = torch.nn.functional.cross_entropy(net(x), y)
             opt.zero_grad()
-            loss.backward()
+            backward(loss)
             opt.step()
             done += 1
             if done >= steps:
                 break
     return time.perf_counter() - start, float(loss.detach())
+
+
+def plain(steps: int) -> tuple[float, float]:
+    torch.manual_seed(0)
+    net = _net()
+    opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    return _loop(net, opt, DataLoader(_data(), batch_size=64, shuffle=True), steps, lambda loss: loss.backward())
 
 
 def trainer(steps: int, *, lean: bool) -> tuple[float, float]:
@@ -100,19 +106,7 @@ def engine(steps: int) -> tuple[float, float]:
     opt = torch.optim.SGD(net.parameters(), lr=0.05)
     net, opt = eng.setup(net, opt)
     loader = eng.setup_dataloaders(DataLoader(_data(), batch_size=64, shuffle=True))
-    done = 0
-    loss = torch.tensor(0.0)
-    start = time.perf_counter()
-    while done < steps:
-        for x, y in loader:
-            loss = torch.nn.functional.cross_entropy(net(x), y)
-            opt.zero_grad()
-            eng.backward(loss)
-            opt.step()
-            done += 1
-            if done >= steps:
-                break
-    return time.perf_counter() - start, float(loss.detach())
+    return _loop(net, opt, loader, steps, eng.backward)
 
 
 def fabric(steps: int) -> tuple[float, float]:
@@ -124,19 +118,7 @@ def fabric(steps: int) -> tuple[float, float]:
     opt = torch.optim.SGD(net.parameters(), lr=0.05)
     net, opt = fab.setup(net, opt)
     loader = fab.setup_dataloaders(DataLoader(_data(), batch_size=64, shuffle=True))
-    done = 0
-    loss = torch.tensor(0.0)
-    start = time.perf_counter()
-    while done < steps:
-        for x, y in loader:
-            loss = torch.nn.functional.cross_entropy(net(x), y)
-            opt.zero_grad()
-            fab.backward(loss)
-            opt.step()
-            done += 1
-            if done >= steps:
-                break
-    return time.perf_counter() - start, float(loss.detach())
+    return _loop(net, opt, loader, steps, fab.backward)
 
 
 def import_time(statement: str, rounds: int) -> float:

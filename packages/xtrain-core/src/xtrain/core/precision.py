@@ -8,7 +8,7 @@ processes.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, ClassVar
 
 import torch
@@ -46,6 +46,14 @@ class Precision(ABC):
     @abstractmethod
     def forward_context(self) -> AbstractContextManager[Any]:
         """The context the forward pass runs in (``torch.autocast`` for mixed precision)."""
+
+    def module_init_context(self) -> AbstractContextManager[Any]:
+        """The context a module is created in (``Trainer.init_module``).
+
+        ``-true`` precisions create parameters directly in their dtype here, so a large model is never materialized
+        in float32 first; the default changes nothing.
+        """
+        return nullcontext()
 
     def convert_input(self, data: Any) -> Any:
         """Convert floating point tensors of a batch to the compute dtype."""

@@ -147,6 +147,10 @@ class Strategy(ABC):
         self._model = self.wrap_module(module)
         return self._model
 
+    def module_init_context(self) -> AbstractContextManager[Any]:
+        """The context ``Trainer.init_module`` creates the user's module in: the precision's by default."""
+        return self.precision.module_init_context()
+
     def setup_optimizers(self, optimizers: list[torch.optim.Optimizer]) -> list[torch.optim.Optimizer]:
         """Wrap or move the optimizers created for the set-up module (Horovod wraps them); default: unchanged."""
         return optimizers

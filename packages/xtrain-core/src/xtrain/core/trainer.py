@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from contextlib import suppress
+from contextlib import AbstractContextManager, suppress
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -254,6 +254,14 @@ class Trainer:
         self._attach(model or self.module, datamodule, predict=dataloaders)
         outputs: list[list[Any]] = self._launch("predict", ckpt_path)
         return outputs[0] if len(outputs) == 1 else outputs  # type: ignore[return-value]
+
+    def init_module(self) -> AbstractContextManager[Any]:
+        """Create your module inside ``with trainer.init_module():``.
+
+        Under ``-true`` precisions its parameters are created directly in the training dtype (a bf16 model never
+        exists in float32 first); strategies may add more (e.g. creating it on the right device).
+        """
+        return self.strategy.module_init_context()
 
     def save_checkpoint(self, path: str | Path, *, weights_only: bool = False) -> None:
         """Write a checkpoint of the current run to ``path``. Every rank must call it."""

@@ -110,8 +110,10 @@ class MetricStore:
                 raise ConfigError("value", tuple(value.shape), f"self.log({name!r}, ...) takes a scalar.",
                                   fix="log a scalar, e.g. value.mean().")
             value = value.reshape(())
+            if value.dtype in (torch.float16, torch.bfloat16):
+                value = value.float()
         else:
-            value = torch.tensor(float(value))
+            value = torch.tensor(float(value), dtype=torch.float32)
         if self._in_epoch_end:
             value = self._reduce(value, reduce_fx) if sync_dist else value
             self.callback_metrics[name] = value

@@ -179,6 +179,31 @@ class PrecisionConformance:
     def test_is_registered_by_name(self) -> None:
         assert self.precision in PRECISIONS
 
+    def test_module_dtype_matches_param_dtype(self) -> None:
+        """``param_dtype`` is what ``convert_module`` and ``module_init_context`` produce (float32 when ``None``).
+
+        A plugin that replaces layers (quantized weights) overrides this test with its own expectation.
+        """
+        p = self._make()
+        expected = p.param_dtype or torch.float32
+        assert expected == self.expected_param_dtype
+        converted = p.convert_module(torch.nn.Linear(2, 2))
+        assert {t.dtype for t in converted.parameters()} == {expected}
+        with p.module_init_context():
+            created = torch.nn.Linear(2, 2)
+        assert {t.dtype for t in created.parameters()} == {expected}
+        assert torch.get_default_dtype() == torch.float32, "module_init_context did not restore the default dtype"
+
+    def test_converts_input_is_truthful(self) -> None:
+        """Hot paths skip ``convert_input`` when ``converts_input`` is ``False``, so it must then be the identity."""
+        p = self._make()
+        batch = (torch.randn(2, 3), torch.tensor([0, 1]))
+        converted = p.convert_input(batch)
+        if not p.converts_input:
+            assert converted is batch or all(a is b for a, b in zip(converted, batch, strict=True))
+        else:
+            assert converted[1].dtype == torch.int64, "convert_input must leave integer tensors (labels) alone"
+
     def test_state_dict_round_trips(self) -> None:
         p = self._make()
         p.connect(device_type="cpu")

@@ -9,12 +9,20 @@ from typing import TYPE_CHECKING, Any, Literal
 import torch
 
 if TYPE_CHECKING:
+    from xtrain.core.strategy import Strategy
     from xtrain.core.trainer import Trainer
 
-__all__ = ["run_evaluation", "run_predict"]
+__all__ = ["prepare_batch", "run_evaluation", "run_predict"]
 
 EvalStage = Literal["validate", "test", "sanity_check"]
 _PREFIX = {"validate": "validation", "sanity_check": "validation", "test": "test"}
+
+
+def prepare_batch(strategy: Strategy, batch: Any) -> Any:
+    """Move a batch to the strategy's device and convert it for its precision (every loop does this)."""
+    batch = strategy.batch_to_device(batch)
+    precision = strategy.precision
+    return precision.convert_input(batch) if precision.converts_input else batch
 
 
 def _no_grad(trainer: Trainer) -> AbstractContextManager[Any]:
@@ -43,15 +51,12 @@ def run_evaluation(trainer: Trainer, stage: EvalStage, loaders: list[Any], limit
     hooks.call(f"on_{prefix}_epoch_start")
     on_start = hooks.get(f"on_{prefix}_batch_start")
     on_end = hooks.get(f"on_{prefix}_batch_end")
-    precision = strategy.precision
     with _no_grad(trainer):
         for dl_idx, (loader, limit) in enumerate(zip(loaders, limits, strict=True)):
             for batch_idx, batch in enumerate(loader):
                 if batch_idx >= limit:
                     break
-                batch = strategy.batch_to_device(batch)
-                if precision.converts_input:
-                    batch = precision.convert_input(batch)
+                batch = prepare_batch(strategy, batch)
                 trainer._metrics.batch = batch
                 for fn in on_start:
                     fn(batch, batch_idx, dl_idx)
@@ -80,16 +85,13 @@ def run_predict(trainer: Trainer, loaders: list[Any], limits: list[float]) -> li
     hooks.call("on_predict_start")
     hooks.call("on_predict_epoch_start")
     outputs: list[list[Any]] = []
-    precision = strategy.precision
     with _no_grad(trainer):
         for dl_idx, (loader, limit) in enumerate(zip(loaders, limits, strict=True)):
             found: list[Any] = []
             for batch_idx, batch in enumerate(loader):
                 if batch_idx >= limit:
                     break
-                batch = strategy.batch_to_device(batch)
-                if precision.converts_input:
-                    batch = precision.convert_input(batch)
+                batch = prepare_batch(strategy, batch)
                 hooks.call("on_predict_batch_start", batch, batch_idx, dl_idx)
                 args = (batch, batch_idx, dl_idx) if with_idx else (batch, batch_idx)
                 prediction = strategy.run_step("predict_step", *args)  # type: ignore[arg-type]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from xtrain.core._internal.data import resumable_sampler
+from xtrain.core._internal.loops.evaluation import prepare_batch
 from xtrain.core._internal.sampler import SeededBatchSampler
 from xtrain.core.errors import ConfigError
 
@@ -101,8 +102,6 @@ class FitLoop:
         t = self.trainer
         p = t._progress
         strategy = t.strategy
-        precision = strategy.precision
-        converts = precision.converts_input
         on_start = t._hooks.get("on_train_batch_start")
         on_end = t._hooks.get("on_train_batch_end")
         save_point = t._hooks.get("on_save_point")
@@ -112,9 +111,7 @@ class FitLoop:
                 batch = next(data)
             except StopIteration:
                 break
-            batch = strategy.batch_to_device(batch)
-            if converts:
-                batch = precision.convert_input(batch)
+            batch = prepare_batch(strategy, batch)
             t._metrics.batch = batch
             for fn in on_start:
                 fn(batch, batch_idx)

@@ -1,0 +1,1 @@
+"""Private helpers of xtrain-precision; not part of its public API."""
