@@ -203,7 +203,8 @@ def test_a_given_scaler_is_used_and_must_match_the_device(quiet: Callable[..., T
 
 
 def test_manual_optimization_steps_through_the_strategy(quiet: Callable[..., Trainer]) -> None:
-    """Under manual optimization the module scales with manual_backward and steps through the strategy."""
+    """Under manual optimization, manual_backward scales and the optimizers from self.optimizers() step through the
+    strategy: opt.step() unscales, skips an overflowing step and updates the scale."""
 
     class Manual(TinyClassifier):
         automatic_optimization = False
@@ -219,9 +220,8 @@ def test_manual_optimization_steps_through_the_strategy(quiet: Callable[..., Tra
             self.losses.append(float(loss.detach()))
             opt.zero_grad()
             self.manual_backward(loss)
-            strategy = self.trainer.strategy
-            strategy.clip_gradients(opt, value=1.0)
-            self.stepped.append(strategy.optimizer_step(opt))
+            self.clip_gradients(opt, 1.0)
+            self.stepped.append(opt.step())
 
     seed_everything(0)
     module = Manual()

@@ -157,14 +157,25 @@ class TrainModule(HyperparametersMixin, nn.Module):
             print(*args, **kwargs)
 
     def optimizers(self) -> Any:
-        """The optimizer(s) from ``configure_optimizers``, for manual optimization."""
-        optimizers = self.trainer.optimizers
+        """The optimizer(s) from ``configure_optimizers``, for manual optimization.
+
+        Their ``step()`` goes through the strategy and its precision: gradients are unscaled under ``16-mixed`` and a
+        step with non-finite gradients is skipped (``step()`` returns ``False``), exactly as in automatic
+        optimization.
+        """
+        optimizers = self.trainer._strategy_optimizers()
         return optimizers[0] if len(optimizers) == 1 else optimizers
 
     def lr_schedulers(self) -> Any:
         """The LR scheduler(s), for manual optimization."""
         schedulers = [config.scheduler for config in self.trainer.lr_scheduler_configs]
         return None if not schedulers else schedulers[0] if len(schedulers) == 1 else schedulers
+
+    def clip_gradients(self, optimizer: Any, gradient_clip_val: float,
+                       gradient_clip_algorithm: Literal["norm", "value"] = "norm") -> torch.Tensor | None:
+        """Clip the gradients of ``optimizer``'s parameters (unscaled first), for manual optimization."""
+        raw = getattr(optimizer, "optimizer", optimizer)
+        return self.trainer.strategy.clip_gradients(raw, value=gradient_clip_val, algorithm=gradient_clip_algorithm)
 
     def manual_backward(self, loss: torch.Tensor) -> None:
         """Backward pass through the strategy (gradient scaling, DDP sync); use instead of ``loss.backward()``."""

@@ -22,6 +22,7 @@ from xtrain.core._internal.loops.evaluation import run_evaluation, run_predict
 from xtrain.core._internal.loops.fit import FitLoop
 from xtrain.core._internal.metrics import MetricStore
 from xtrain.core._internal.optim import SchedulerConfig, parse_optimizers
+from xtrain.core._internal.optimizer import StrategyOptimizer
 from xtrain.core._internal.preemption import Preemption
 from xtrain.core._internal.progress import FitProgress
 from xtrain.core._internal.resolve import resolve
@@ -153,6 +154,7 @@ class Trainer:
         self._module: TrainModule | None = None
         self.datamodule: DataModule | None = None
         self.optimizers: list[torch.optim.Optimizer] = []
+        self._wrapped_optimizers: list[StrategyOptimizer] = []
         self.lr_scheduler_configs: list[SchedulerConfig] = []
         self._loaders: dict[str, Any] = {}
         self.train_dataloader: Any = None
@@ -496,6 +498,11 @@ class Trainer:
         if log and values and self.is_global_zero:
             for logger in self.loggers:
                 logger.log_metrics(values, self.global_step)
+
+    def _strategy_optimizers(self) -> list[StrategyOptimizer]:
+        if [w.optimizer for w in self._wrapped_optimizers] != self.optimizers:
+            self._wrapped_optimizers = [StrategyOptimizer(opt, self.strategy) for opt in self.optimizers]
+        return self._wrapped_optimizers
 
     def _restore_pending_rng(self) -> None:
         if self._pending_rng is not None:
