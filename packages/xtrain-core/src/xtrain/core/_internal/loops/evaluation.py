@@ -18,7 +18,9 @@ _PREFIX = {"validate": "validation", "sanity_check": "validation", "test": "test
 
 
 def _no_grad(trainer: Trainer) -> AbstractContextManager[Any]:
-    return torch.inference_mode() if trainer.inference_mode else torch.no_grad()
+    if trainer.inference_mode and trainer.strategy.accelerator.supports_inference_mode:
+        return torch.inference_mode()
+    return torch.no_grad()
 
 
 def _takes_dataloader_idx(fn: Any) -> bool:
