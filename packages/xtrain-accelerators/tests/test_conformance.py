@@ -7,7 +7,6 @@ resolution with simulated counts); the rest skips saying which accelerator is mi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -82,7 +81,6 @@ class TestXLASPMDStrategy(StrategyConformance):
     devices = -1
 
     @pytest.fixture(autouse=True)
-    def _two_devices(self, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    def _two_devices(self, monkeypatch: pytest.MonkeyPatch) -> None:
         if pjrt_device() == "CPU":
             monkeypatch.setenv("CPU_NUM_DEVICES", "2")
-        yield

@@ -22,7 +22,7 @@ from xtrain.core.testing import python_command, run_processes, tiny_dataset
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 
-from common import LeanClassifier, flat_params  # noqa: E402
+from xla_model import LeanClassifier, flat_params
 
 SCRIPTS = Path(__file__).parent / "scripts"
 

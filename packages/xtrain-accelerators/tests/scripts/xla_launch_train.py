@@ -18,10 +18,10 @@ from torch.utils.data import DataLoader
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from common import LeanClassifier, flat_params  # noqa: E402
+from xla_model import LeanClassifier, flat_params
 
-from xtrain.core import Callback, Trainer, seed_everything  # noqa: E402
-from xtrain.core.testing import tiny_dataset  # noqa: E402
+from xtrain.core import Callback, Trainer, seed_everything
+from xtrain.core.testing import tiny_dataset
 
 
 class Record(Callback):
