@@ -25,6 +25,7 @@ from xtrain.accelerators._internal.xla_runtime import import_xla, on_cpu, sync
 from xtrain.accelerators.strategies.single_xla import SingleXLAStrategy
 from xtrain.accelerators.strategies.xla_launcher import XLALauncher
 from xtrain.accelerators.xla import XLAAccelerator
+from xtrain.core.checkpoint_io import PathLike
 from xtrain.core.errors import ConfigError
 from xtrain.core.launcher import Launcher
 from xtrain.core.strategy import ReduceOp
@@ -196,6 +197,6 @@ class XLAStrategy(SingleXLAStrategy):
         return total == self.world_size if all else total > 0
 
     @override
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any) -> None:
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: PathLike) -> None:
         sync()  # every rank runs its pending graph (it may hold collectives) before rank 0 reads tensors
         super().save_checkpoint(checkpoint, path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +12,7 @@ import torch
 from typing_extensions import override
 
 from xtrain.accelerators._internal.xla_runtime import import_xla, to_cpu
+from xtrain.core.errors import ConfigError
 from xtrain.core.launcher import Launcher
 
 __all__ = ["XLALauncher"]
@@ -41,6 +43,12 @@ class XLALauncher(Launcher):
         self.nprocs = nprocs
 
     @override
+    def check(self) -> None:
+        if self.nprocs != 1 and "fork" not in multiprocessing.get_all_start_methods():
+            raise ConfigError("strategy", "xla", "starts its workers with fork, which this platform does not have.",
+                              fix="use devices=1, or run on Linux (TPU hosts are Linux machines).")
+
+    @override
     def launch(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         xmp = import_xla("torch_xla.distributed.xla_multiprocessing")
         with tempfile.TemporaryDirectory(prefix="xtrain-xla-") as tmp:
@@ -48,6 +56,7 @@ class XLALauncher(Launcher):
             xmp.spawn(_worker, args=(fn, args, kwargs, str(out)), nprocs=self.nprocs, start_method="fork")
             if not out.exists():
                 return None
+            # Written by our own worker a moment ago: rank 0's full state and outputs, not only tensors.
             return torch.load(out, weights_only=False)
 
     def __repr__(self) -> str:
