@@ -17,6 +17,7 @@ nox.options.reuse_venv = "yes"
 
 ROOT = Path(__file__).parent
 TORCH = str(ROOT / "tools" / "constraints" / "torch-2.13.txt")
+XLA = str(ROOT / "tools" / "constraints" / "xla.txt")
 PACKAGES = sorted(p.parent.name for p in (ROOT / "packages").glob("*/pyproject.toml"))
 MEMBERS = [p for p in PACKAGES if p != "xtrain"]
 
@@ -93,3 +94,19 @@ def api(session: nox.Session) -> None:
     session.run(sys.executable, "-m", "pip", "install", "-q", "griffe>=1.0", external=True)
     session.run(sys.executable, "tools/check_api.py", external=True)
     session.run(sys.executable, "tools/release.py", "--check", external=True)
+
+
+@nox.session
+def xla(session: nox.Session) -> None:
+    """XLA for real on the CPU (``PJRT_DEVICE=CPU``) with the pinned torch/torch-xla pair. Not in the default set.
+
+    torch-xla 2.9.0 works only with torch 2.9.x, and PyPI's torch 2.9.1 is a CUDA build (about 4.2 GB, 2 minutes,
+    7 GB of disk), so this session installs only what its tests need: xtrain-core, xtrain-accelerators[xla] and the
+    pinned pair from ``tools/constraints/xla.txt``. ``nox -s xla -- -k spmd`` passes arguments on to pytest.
+    """
+    session.install("-c", XLA, "torch==2.9.1", "torch-xla==2.9.0", "pytest-timeout",
+                    "-e", "packages/xtrain-core[test]", "-e", "packages/xtrain-accelerators[xla,test]")
+    session.run("python", "-c", "import torch, torch_xla; print('torch', torch.__version__, 'torch_xla', "
+                "torch_xla.__version__)", env={"PJRT_DEVICE": "CPU"})
+    session.run("pytest", "packages/xtrain-accelerators/tests", *session.posargs,
+                env={"PJRT_DEVICE": "CPU", "XTRAIN_REQUIRE_XLA": "1"})

@@ -44,7 +44,10 @@ def main() -> None:
     for kwargs, hint in [({"strategy": "ddp"}, "pip install xtrain-strategies"),
                          ({"devices": 2}, "pip install xtrain-strategies"),
                          ({"precision": "bf16-mixed"}, "pip install xtrain-precision"),
-                         ({"accelerator": "cuda"}, "pip install xtrain-accelerators")]:
+                         ({"accelerator": "cuda"}, "pip install xtrain-accelerators"),
+                         ({"accelerator": "gpu"}, "pip install xtrain-accelerators"),
+                         ({"accelerator": "tpu"}, "pip install 'xtrain-accelerators[xla]'"),
+                         ({"strategy": "xla_spmd"}, "pip install 'xtrain-accelerators[xla]'")]:
         try:
             Trainer(**kwargs)  # type: ignore[arg-type]
         except ConfigError as err:

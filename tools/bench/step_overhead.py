@@ -8,7 +8,10 @@ and the median is reported, so background load affects all arms alike.
 Also measures the import time of ``xtrain.core`` (with ``Trainer`` and ``TrainModule``) against ``torch`` alone, in
 fresh interpreters.
 
-Run:  python tools/bench/step_overhead.py [--steps 3000] [--rounds 5]
+``--accelerator cuda`` runs every arm on the GPU (the plain loop moves each batch with ``.to("cuda")``, as the
+Trainer does); ``tools/gpu_check.py`` runs it that way.
+
+Run:  python tools/bench/step_overhead.py [--steps 3000] [--rounds 5] [--accelerator cpu|cuda]
 """
 
 from __future__ import annotations
@@ -39,14 +42,21 @@ def _net() -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
 
 
+ACCELERATOR = "cpu"
+
+
 def _loop(net: Any, opt: torch.optim.Optimizer, loader: Any, steps: int,
-          backward: Callable[[torch.Tensor], None]) -> tuple[float, float]:
-    """The hand-written loop every non-Trainer arm runs; only ``backward`` and the setup differ."""
+          backward: Callable[[torch.Tensor], None], device: torch.device | None = None) -> tuple[float, float]:
+    """The hand-written loop every non-Trainer arm runs; only ``backward``, the setup and (for the plain arm) moving
+    batches to ``device`` differ. The final loss is read before the clock stops, so queued GPU work is counted."""
+    move = device is not None and device.type != "cpu"
     done = 0
     loss = torch.tensor(0.0)
     start = time.perf_counter()
     while done < steps:
         for x, y in loader:
+            if move:
+                x, y = x.to(device), y.to(device)
             loss = torch.nn.functional.cross_entropy(net(x), y)
             opt.zero_grad()
             backward(loss)
@@ -54,14 +64,17 @@ def _loop(net: Any, opt: torch.optim.Optimizer, loader: Any, steps: int,
             done += 1
             if done >= steps:
                 break
-    return time.perf_counter() - start, float(loss.detach())
+    final = float(loss.detach())
+    return time.perf_counter() - start, final
 
 
 def plain(steps: int) -> tuple[float, float]:
     torch.manual_seed(0)
-    net = _net()
+    device = torch.device(ACCELERATOR)
+    net = _net().to(device)
     opt = torch.optim.SGD(net.parameters(), lr=0.05)
-    return _loop(net, opt, DataLoader(_data(), batch_size=64, shuffle=True), steps, lambda loss: loss.backward())
+    loader = DataLoader(_data(), batch_size=64, shuffle=True)
+    return _loop(net, opt, loader, steps, lambda loss: loss.backward(), device)
 
 
 def trainer(steps: int, *, lean: bool) -> tuple[float, float]:
@@ -89,19 +102,20 @@ def trainer(steps: int, *, lean: bool) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as root:
         extra = {"enable_checkpointing": False, "logger": False, "enable_progress_bar": False,
                  "enable_model_summary": False}
-        t = Trainer(max_steps=steps, default_root_dir=root, accelerator="cpu", devices=1,
+        t = Trainer(max_steps=steps, default_root_dir=root, accelerator=ACCELERATOR, devices=1,
                     **(extra if lean else {"enable_model_summary": False}))
         start = time.perf_counter()
         t.fit(module, loader)
+        final = float(module.last.detach())
         elapsed = time.perf_counter() - start
-    return elapsed, float(module.last)
+    return elapsed, final
 
 
 def engine(steps: int) -> tuple[float, float]:
     from xtrain.core import Engine
 
     torch.manual_seed(0)
-    eng = Engine(accelerator="cpu", devices=1)
+    eng = Engine(accelerator=ACCELERATOR, devices=1)
     net = _net()
     opt = torch.optim.SGD(net.parameters(), lr=0.05)
     net, opt = eng.setup(net, opt)
@@ -113,7 +127,7 @@ def fabric(steps: int) -> tuple[float, float]:
     from lightning.fabric import Fabric  # type: ignore[import-not-found]
 
     torch.manual_seed(0)
-    fab = Fabric(accelerator="cpu", devices=1)
+    fab = Fabric(accelerator=ACCELERATOR, devices=1)
     net = _net()
     opt = torch.optim.SGD(net.parameters(), lr=0.05)
     net, opt = fab.setup(net, opt)
@@ -133,7 +147,10 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--arms", default="plain,lean,defaults,engine,fabric")
+    parser.add_argument("--accelerator", default="cpu", choices=["cpu", "cuda"])
     args = parser.parse_args()
+    global ACCELERATOR
+    ACCELERATOR = args.accelerator
     torch.set_num_threads(1)
     arms: dict[str, Callable[[int], tuple[float, float]]] = {
         "plain": plain, "lean": lambda s: trainer(s, lean=True), "defaults": lambda s: trainer(s, lean=False),
@@ -154,7 +171,8 @@ def main() -> int:
             times[arm].append(elapsed)
             losses[arm] = loss
     base = statistics.median(times["plain"])
-    print(f"step overhead: {args.steps} steps, median of {args.rounds} rounds, torch {torch.__version__}, 1 thread")
+    print(f"step overhead: {args.steps} steps, median of {args.rounds} rounds, torch {torch.__version__}, 1 thread, "
+          f"on {ACCELERATOR}")
     print(f"{'arm':10} {'us/step':>9} {'ratio':>7} {'final loss':>12}")
     for arm in wanted:
         med = statistics.median(times[arm])

@@ -1,13 +1,13 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
-from xtrain.core.registry import all_registries
+from xtrain.core.testing import installed_distribution as _installed
 
 
 @pytest.fixture(autouse=True)
@@ -22,28 +22,9 @@ def _restore_environment() -> Iterator[None]:
 @pytest.fixture
 def installed_distribution(tmp_path: Path) -> Iterator[object]:
     """Install a real distribution (a dist-info directory on sys.path) declaring entry points; undone afterwards."""
-    created: list[str] = []
+    with ExitStack() as stack:
 
-    def install(name: str, entry_points: dict[str, dict[str, str]], modules: dict[str, str] | None = None) -> Path:
-        root = tmp_path / f"site-{name}"
-        info = root / f"{name.replace('-', '_')}-1.0.0.dist-info"
-        info.mkdir(parents=True)
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0.0\n")
-        lines = []
-        for group, entries in entry_points.items():
-            lines.append(f"[{group}]")
-            lines += [f"{k} = {v}" for k, v in entries.items()]
-        (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
-        for module, source in (modules or {}).items():
-            (root / f"{module}.py").write_text(source)
-        sys.path.insert(0, str(root))
-        created.append(str(root))
-        for registry in all_registries():
-            registry.refresh()
-        return root
+        def install(name: str, entry_points: dict[str, dict[str, str]], modules: dict[str, str] | None = None) -> Path:
+            return stack.enter_context(_installed(tmp_path / f"site-{name}", name, entry_points, modules))
 
-    yield install
-    for path in created:
-        sys.path.remove(path)
-    for registry in all_registries():
-        registry.refresh()
+        yield install

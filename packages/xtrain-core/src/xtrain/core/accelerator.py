@@ -35,7 +35,9 @@ class Accelerator(ABC):
         auto_priority: Rank for ``accelerator="auto"``; the available accelerator with the highest value wins.
         default_strategy: The strategy ``strategy="auto"`` picks for one device.
         default_parallel_strategy: The strategy ``strategy="auto"`` picks for several devices or nodes.
-        device_index_limit: Whether ``devices=N`` may exceed :meth:`device_count` (True for CPU processes).
+        device_index_limit: Whether ``devices=N`` must not exceed :meth:`device_count` (False for CPU processes).
+        supports_inference_mode: Whether evaluation may run under ``torch.inference_mode`` (XLA's lazy tensors
+            cannot be inference tensors, so evaluation there uses ``torch.no_grad`` whatever the Trainer says).
     """
 
     name: ClassVar[str]
@@ -48,6 +50,7 @@ class Accelerator(ABC):
     default_strategy: ClassVar[str] = "single_device"
     default_parallel_strategy: ClassVar[str] = "ddp"
     device_index_limit: ClassVar[bool] = True
+    supports_inference_mode: ClassVar[bool] = True
 
     @classmethod
     @abstractmethod

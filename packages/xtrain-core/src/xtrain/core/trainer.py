@@ -90,7 +90,8 @@ class Trainer:
         log_every_n_steps: How often step metrics reach the loggers.
         default_root_dir: Where logs and checkpoints go by default (the working directory).
         use_distributed_sampler: Shard dataloaders across ranks automatically.
-        inference_mode: Evaluate under ``torch.inference_mode`` (``False``: ``torch.no_grad``).
+        inference_mode: Evaluate under ``torch.inference_mode`` (``False``: ``torch.no_grad``; accelerators that
+            declare ``supports_inference_mode = False``, such as XLA, always use ``torch.no_grad``).
     """
 
     def __init__(

@@ -15,13 +15,15 @@ _STRATEGIES = [
     "ddp_notebook_find_unused_parameters_true", "dp", "ddp2", "fsdp", "fsdp_cpu_offload", "horovod", "bagua",
     "ddp_fp16_compress", "ddp_bf16_compress", "ddp_int8_compress", "local_sgd", "async_model_averaging",
 ]
+_XLA_STRATEGIES = ["single_xla", "xla", "xla_spmd"]
 _PRECISIONS = ["64-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true"]
 _ENVIRONMENTS = ["torchelastic", "slurm", "lsf", "mpi", "kubeflow"]
 
 _HINTS: dict[str, dict[str, str]] = {
     "xtrain.accelerators": {name: f"xtrain-accelerators{extra}" for name, extra in _ACCELERATORS.items()},
     "xtrain.strategies": dict.fromkeys(_STRATEGIES, "xtrain-strategies")
-    | {"horovod": "xtrain-strategies[horovod]", "bagua": "xtrain-strategies[bagua]"},
+    | {"horovod": "xtrain-strategies[horovod]", "bagua": "xtrain-strategies[bagua]"}
+    | dict.fromkeys(_XLA_STRATEGIES, "xtrain-accelerators[xla]"),
     "xtrain.precision": dict.fromkeys(_PRECISIONS, "xtrain-precision"),
     "xtrain.environments": dict.fromkeys(_ENVIRONMENTS, "xtrain-strategies"),
     "xtrain.checkpoint_io": {"async": "xtrain-core"},

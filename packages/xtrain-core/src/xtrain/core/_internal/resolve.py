@@ -133,10 +133,10 @@ def _accelerator(accelerator: object, strategy: Strategy | None) -> Accelerator:
         raise ConfigError("accelerator", accelerator, "must be a registered name, 'auto' or an Accelerator instance.",
                           choices=["auto", *ACCELERATORS.names()], fix="write accelerator='auto'.")
     if not acc.is_available():
+        available = _available_names()
+        example = f"e.g. accelerator={available[0]!r}, " if available else ""
         raise ConfigError("accelerator", accelerator, f"{acc.name!r} is not available on this machine.",
-                          choices=_available_names(),
-                          fix=f"choose an available accelerator, e.g. accelerator={_available_names()[0]!r}, or "
-                              f"'auto'.")
+                          choices=available, fix=f"choose an available accelerator, {example}or 'auto'.")
     return acc
 
 

@@ -7,6 +7,7 @@ from xtrain.core.testing.conformance import (
     StrategyConformance,
     run_probe,
 )
+from xtrain.core.testing.doubles import installed_distribution, simulate_devices
 from xtrain.core.testing.models import TinyClassifier, TinyData, tiny_dataset, tiny_loaders
 from xtrain.core.testing.processes import (
     ProcessResult,
@@ -20,6 +21,7 @@ from xtrain.core.testing.processes import (
 
 __all__ = [
     "AcceleratorConformance", "CheckpointIOConformance", "PrecisionConformance", "ProcessResult", "RunResult",
-    "StrategyConformance", "TinyClassifier", "TinyData", "free_port", "leftover_processes", "python_command", "run_probe",
-    "run_processes", "tiny_dataset", "tiny_loaders", "torchrun_command",
+    "StrategyConformance", "TinyClassifier", "TinyData", "free_port", "installed_distribution", "leftover_processes",
+    "python_command", "run_probe", "run_processes", "simulate_devices", "tiny_dataset", "tiny_loaders",
+    "torchrun_command",
 ]

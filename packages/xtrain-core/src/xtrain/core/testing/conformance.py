@@ -23,12 +23,14 @@ from typing import Any, ClassVar
 import pytest
 import torch
 
+from xtrain.core._internal.resolve import resolve
 from xtrain.core.accelerator import Accelerator
 from xtrain.core.checkpoint_io import CheckpointIO
 from xtrain.core.errors import CheckpointError, ConfigError
 from xtrain.core.precision import Precision
 from xtrain.core.registry import ACCELERATORS, CHECKPOINT_IO, PRECISIONS, STRATEGIES
 from xtrain.core.strategy import Strategy
+from xtrain.core.testing.doubles import simulate_devices
 from xtrain.core.testing.processes import python_command, run_processes, torchrun_command
 
 __all__ = ["AcceleratorConformance", "CheckpointIOConformance", "PrecisionConformance", "StrategyConformance",
@@ -51,10 +53,25 @@ def run_probe(tmp_path: Path, settings: dict[str, Any], *, launch: str = "script
 
 
 class AcceleratorConformance:
-    """Checks an Accelerator: declared data, registration, ``devices=`` rules, and a real step when available."""
+    """Checks an Accelerator: declared data, registration, ``devices=`` rules, and a real step when available.
+
+    The ``devices=`` rules, auto-selection and the strategy's device are checked with the device count simulated
+    (:func:`~xtrain.core.testing.simulate_devices`), so they run on any machine; the rest needs the hardware and
+    skips without it.
+
+    Attributes:
+        accelerator: The class under test.
+        registered_name: The entry-point name to resolve it by, when it differs from ``accelerator.name``.
+        simulated_device_count: How many devices the simulated checks pretend there are (at least 2).
+    """
 
     accelerator: ClassVar[type[Accelerator]]
     registered_name: ClassVar[str | None] = None
+    simulated_device_count: ClassVar[int] = 4
+
+    @property
+    def _name(self) -> str:
+        return self.registered_name or self.accelerator.name
 
     def _available(self) -> None:
         if not self.accelerator.is_available():
@@ -66,12 +83,14 @@ class AcceleratorConformance:
         assert isinstance(acc.device_type, str) and acc.device_type
         assert acc.dist_backend is None or isinstance(acc.dist_backend, str)
         assert isinstance(acc.autocast_device_type, str)
-        assert isinstance(acc.auto_priority, int)
+        assert isinstance(acc.auto_priority, int) and not isinstance(acc.auto_priority, bool)
+        assert isinstance(acc.device_index_limit, bool) and isinstance(acc.supports_inference_mode, bool)
+        assert isinstance(acc.default_strategy, str) and isinstance(acc.default_parallel_strategy, str)
         for names in (acc.supported_precisions, acc.supported_strategies):
             assert names is None or (isinstance(names, frozenset) and all(isinstance(n, str) for n in names))
 
     def test_is_registered_by_name(self) -> None:
-        name = self.registered_name or self.accelerator.name
+        name = self._name
         assert name in ACCELERATORS, f"{name!r} is not in the xtrain.accelerators entry points"
         loaded = ACCELERATORS.load(name)
         assert loaded is self.accelerator or isinstance(loaded(), self.accelerator)
@@ -86,6 +105,51 @@ class AcceleratorConformance:
         with pytest.raises(ConfigError, match="devices="):
             self.accelerator.parse_devices(bad)
 
+    def test_parses_every_spelling_with_simulated_devices(self) -> None:
+        n = self.simulated_device_count
+        every = list(range(n))
+        accepted: list[tuple[Any, list[int]]] = [
+            (1, [0]), (n, every), (-1, every), ("-1", every), ([n - 1], [n - 1]), ((0, n - 1), [0, n - 1]),
+            (",".join(map(str, every)), every), (f"{n - 1},", [n - 1]), (f" 0 , {n - 1} ", [0, n - 1]),
+        ]
+        with simulate_devices(self.accelerator, n) as acc:
+            for devices, expected in accepted:
+                assert acc.parse_devices(devices) == expected, f"devices={devices!r}"
+            assert acc.parse_devices("auto") == list(range(acc.auto_device_count()))
+            rejected: list[Any] = [0, [], True, 1.5, "2", [0, 0], -2, [-1], ["0"], "a,b"]
+            if acc.device_index_limit:
+                rejected += [n + 1, [n], f"0,{n}"]
+            for devices in rejected:
+                with pytest.raises(ConfigError, match="devices=") as info:
+                    acc.parse_devices(devices)
+                assert "Fix:" in str(info.value), f"devices={devices!r}: the message gives no fix"
+
+    def test_strategy_device_comes_from_the_accelerator(self) -> None:
+        """Lightning #18902: the strategy must run on the accelerator's device, never fall back to the CPU."""
+        n = self.simulated_device_count
+        with simulate_devices(self.accelerator, n) as acc:
+            chosen = resolve(accelerator=self._name, devices=[n - 1], strategy=acc.default_strategy).strategy
+            assert type(chosen.accelerator) is acc
+            assert chosen.root_device == acc().get_device(n - 1)
+            assert chosen.root_device.type == acc.device_type
+            automatic = resolve(accelerator=self._name, devices=1).strategy
+            assert automatic.root_device == acc().get_device(0)
+
+    def test_unavailable_is_refused_listing_what_is_available(self) -> None:
+        with simulate_devices(self.accelerator, 0), pytest.raises(ConfigError) as info:
+            resolve(accelerator=self._name)
+        message = str(info.value)
+        assert message.startswith(f"accelerator={self._name!r}:") and "is not available" in message
+        assert "Fix:" in message
+
+    def test_auto_selection_follows_the_declared_priority(self) -> None:
+        with simulate_devices(self.accelerator, self.simulated_device_count) as acc:
+            chosen = resolve(accelerator="auto", devices=1).strategy.accelerator
+            assert chosen.is_available()
+            assert (chosen.auto_priority, chosen.name) >= (acc.auto_priority, acc.name), (
+                f"auto chose {chosen.name!r} (priority {chosen.auto_priority}) over the available {acc.name!r} "
+                f"(priority {acc.auto_priority})")
+
     def test_parses_one_device(self) -> None:
         self._available()
         assert self.accelerator.parse_devices(1) == [0]
@@ -98,8 +162,7 @@ class AcceleratorConformance:
 
     def test_trains_on_its_own_device(self, tmp_path: Path) -> None:
         self._available()
-        name = self.registered_name or self.accelerator.name
-        records = run_probe(tmp_path, {"accelerator": name, "devices": 1})
+        records = run_probe(tmp_path, {"accelerator": self._name, "devices": 1})
         assert records[0]["device_type"] == self.accelerator.device_type
         assert records[0]["losses"][-1] < records[0]["losses"][0]
 

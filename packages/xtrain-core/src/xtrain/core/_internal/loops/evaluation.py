@@ -26,7 +26,9 @@ def prepare_batch(strategy: Strategy, batch: Any) -> Any:
 
 
 def _no_grad(trainer: Trainer) -> AbstractContextManager[Any]:
-    return torch.inference_mode() if trainer.inference_mode else torch.no_grad()
+    if trainer.inference_mode and trainer.strategy.accelerator.supports_inference_mode:
+        return torch.inference_mode()
+    return torch.no_grad()
 
 
 def _takes_dataloader_idx(fn: Any) -> bool:

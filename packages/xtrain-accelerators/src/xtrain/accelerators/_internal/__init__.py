@@ -1,0 +1,1 @@
+"""Private helpers of xtrain-accelerators; nothing here is public API."""

@@ -1,0 +1,45 @@
+"""Small helpers for device statistics, shared by the accelerators of this package."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib.util import find_spec
+
+__all__ = ["MB", "collect", "collect_pair", "has_module"]
+
+MB = 1024.0 * 1024.0
+# What a library raises for a statistic this driver, device or version does not offer.
+_MISSING = (RuntimeError, AttributeError, NotImplementedError, ModuleNotFoundError, ValueError, TypeError, KeyError,
+            AssertionError)
+
+
+def has_module(name: str) -> bool:
+    """Whether ``name`` can be imported, without importing it (``find_spec`` only reads the path)."""
+    try:
+        return find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def collect(readers: dict[str, Callable[[], float]]) -> dict[str, float]:
+    """Call each reader and keep the numbers that the library could give.
+
+    Device statistics are for monitoring, so a statistic a driver or library version does not offer is left out
+    rather than failing the training step that asked for it.
+    """
+    stats: dict[str, float] = {}
+    for key, read in readers.items():
+        try:
+            stats[key] = float(read())
+        except _MISSING:
+            continue
+    return stats
+
+
+def collect_pair(read: Callable[[], tuple[int, int]]) -> tuple[float, float] | None:
+    """Like :func:`collect` for one reader that returns two numbers (free and total memory), or ``None``."""
+    try:
+        first, second = read()
+    except _MISSING:
+        return None
+    return float(first), float(second)

@@ -1,0 +1,75 @@
+"""The CUDA accelerator: NVIDIA GPUs (and AMD GPUs through ROCm builds of torch, which present themselves as CUDA)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+from typing_extensions import override
+
+from xtrain.accelerators._internal.stats import MB, collect, collect_pair, has_module
+from xtrain.core.accelerator import Accelerator
+
+__all__ = ["CUDAAccelerator"]
+
+
+class CUDAAccelerator(Accelerator):
+    """NVIDIA GPUs through ``torch.cuda``; collectives through NCCL.
+
+    Availability and the device count come from ``torch.cuda.device_count()``, which asks NVML first and so does not
+    initialize CUDA in the calling process: a fork-based launcher started afterwards still works. (That is also why
+    ``torch.cuda.is_available()``, which initializes the driver, is not used.)
+
+    Every precision torch offers runs on CUDA (``supported_precisions`` is ``None``); a precision that needs a
+    particular GPU generation checks that itself.
+    """
+
+    name: ClassVar[str] = "cuda"
+    device_type: ClassVar[str] = "cuda"
+    dist_backend: ClassVar[str | None] = "nccl"
+    autocast_device_type: ClassVar[str] = "cuda"
+    supported_precisions: ClassVar[frozenset[str] | None] = None
+    auto_priority: ClassVar[int] = 30
+    device_index_limit: ClassVar[bool] = True
+
+    @classmethod
+    @override
+    def is_available(cls) -> bool:
+        return cls.device_count() > 0
+
+    @classmethod
+    @override
+    def device_count(cls) -> int:
+        if not torch.backends.cuda.is_built():
+            return 0
+        return int(torch.cuda.device_count())
+
+    @override
+    def setup_device(self, device: torch.device) -> None:
+        """Make ``device`` current, so kernels and NCCL of this process run on the GPU its rank owns."""
+        torch.cuda.set_device(device)
+
+    @override
+    def get_device_stats(self, device: torch.device) -> dict[str, float]:
+        """Memory allocated, reserved, free and total (MB), and utilisation (%) when NVML's binding is installed.
+
+        Utilisation comes from ``torch.cuda.utilization``, which needs ``pynvml`` (``pip install nvidia-ml-py`` or
+        ``xtrain-accelerators[cuda]``); without it the key is absent rather than an error in the training loop.
+        """
+        stats = collect({
+            "memory_allocated_mb": lambda: torch.cuda.memory_allocated(device) / MB,
+            "memory_reserved_mb": lambda: torch.cuda.memory_reserved(device) / MB,
+            "memory_max_allocated_mb": lambda: torch.cuda.max_memory_allocated(device) / MB,
+        })
+        free_total = collect_pair(lambda: torch.cuda.mem_get_info(device))
+        if free_total is not None:
+            free, total = free_total
+            stats |= {"memory_free_mb": free / MB, "memory_total_mb": total / MB, "memory_used_mb": (total - free) / MB}
+        if has_module("pynvml"):
+            stats.update(collect({"utilization_percent": lambda: torch.cuda.utilization(device)}))
+        return stats
+
+    @override
+    def teardown(self) -> None:
+        if torch.cuda.is_initialized():
+            torch.cuda.empty_cache()
