@@ -36,6 +36,13 @@ class CheckpointIO(ABC):
     def remove_checkpoint(self, path: PathLike) -> None:
         """Delete a checkpoint written by :meth:`save_checkpoint`."""
 
+    def copy_checkpoint(self, source: PathLike, destination: PathLike) -> None:
+        """Make ``destination`` an atomic copy of the checkpoint at ``source`` (``last.ckpt`` beside a top-k file).
+
+        The default reads and writes; implementations override it with something cheaper (a hard link).
+        """
+        self.save_checkpoint(self.load_checkpoint(source), destination)
+
     def wait(self) -> None:
         """Block until every save started so far is on disk (asynchronous implementations override this)."""
 

@@ -263,6 +263,11 @@ class Strategy(ABC):
         if self.is_global_zero:
             self.checkpoint_io.save_checkpoint(checkpoint, path)
 
+    def copy_checkpoint(self, source: PathLike, destination: PathLike) -> None:
+        """Copy a checkpoint this strategy saved (rank 0 for full checkpoints)."""
+        if self.is_global_zero:
+            self.checkpoint_io.copy_checkpoint(source, destination)
+
     def load_checkpoint(self, path: PathLike) -> dict[str, Any]:
         return self.checkpoint_io.load_checkpoint(path)
 

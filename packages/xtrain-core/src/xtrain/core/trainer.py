@@ -517,8 +517,10 @@ class Trainer:
     def _save_checkpoint_to(self, paths: Iterable[Path], *, weights_only: bool) -> None:
         checkpoint = build_checkpoint(self, weights_only=weights_only)
         self._hooks.call("on_save_checkpoint", checkpoint)
-        for path in paths:
-            self.strategy.save_checkpoint(checkpoint, path)
+        first, *rest = paths
+        self.strategy.save_checkpoint(checkpoint, first)
+        for path in rest:
+            self.strategy.copy_checkpoint(first, path)
         self.strategy.barrier("save_checkpoint")
 
 

@@ -49,6 +49,7 @@ class ProgressBar(Callback):
         self._last = 0.0
         self._epoch_start = 0.0
         self._first_batch = 0
+        self._terminal: bool | None = None
 
     @property
     def stream(self) -> TextIO:
@@ -56,8 +57,11 @@ class ProgressBar(Callback):
 
     @property
     def is_terminal(self) -> bool:
-        isatty = getattr(self.stream, "isatty", None)
-        return bool(isatty and isatty())
+        """Whether the stream is a terminal (looked up once per epoch, not per batch)."""
+        if self._terminal is None:
+            isatty = getattr(self.stream, "isatty", None)
+            self._terminal = bool(isatty and isatty())
+        return self._terminal
 
     def _line(self, trainer: Trainer) -> str:
         p = trainer._progress
@@ -79,6 +83,7 @@ class ProgressBar(Callback):
 
     @override
     def on_train_epoch_start(self, trainer: Trainer, module: TrainModule) -> None:
+        self._terminal = None
         self._epoch_start = self._last = time.monotonic()
         self._first_batch = trainer._progress.batches_in_epoch
 

@@ -74,6 +74,11 @@ class AsyncCheckpointIO(CheckpointIO):
         self.inner.remove_checkpoint(path)
 
     @override
+    def copy_checkpoint(self, source: PathLike, destination: PathLike) -> None:
+        self.wait()
+        self.inner.copy_checkpoint(source, destination)
+
+    @override
     def wait(self) -> None:
         if self._thread is not None:
             self._thread.join()

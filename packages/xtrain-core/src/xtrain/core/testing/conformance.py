@@ -315,6 +315,16 @@ class CheckpointIOConformance:
         assert loaded["meta"] == {"step": 2, "name": "x"} and loaded["list"] == [1, 2.5, "three"]
         assert not [p for p in os.listdir(tmp_path) if p != "a.ckpt"], "temporary files were left behind"
 
+    def test_copy_is_independent_of_later_saves(self, tmp_path: Path) -> None:
+        io = self._make()
+        io.save_checkpoint(self._sample(1.0), tmp_path / "a.ckpt")
+        io.copy_checkpoint(tmp_path / "a.ckpt", tmp_path / "last.ckpt")
+        io.save_checkpoint(self._sample(2.0), tmp_path / "a.ckpt")
+        io.wait()
+        assert torch.equal(io.load_checkpoint(tmp_path / "last.ckpt")["state_dict"]["w"], torch.full((4, 4), 1.0))
+        assert torch.equal(io.load_checkpoint(tmp_path / "a.ckpt")["state_dict"]["w"], torch.full((4, 4), 2.0))
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["a.ckpt", "last.ckpt"]
+
     def test_remove(self, tmp_path: Path) -> None:
         io = self._make()
         path = tmp_path / "a.ckpt"
