@@ -28,6 +28,8 @@ __all__ = ["ParallelStrategy"]
 _T = TypeVar("_T")
 _OPS = {"sum": dist.ReduceOp.SUM, "mean": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 _generation = itertools.count()
+# torch 2.13 renamed all_gather_into_tensor (and warns on the old name); older releases only have the old one.
+_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
 
 class ParallelStrategy(Strategy, ABC):
@@ -64,10 +66,15 @@ class ParallelStrategy(Strategy, ABC):
         super().connect(**kwargs)
         self.set_world_ranks()
 
+    @property
+    @override
+    def processes_per_node(self) -> int:
+        return len(self.parallel_devices)
+
     def set_world_ranks(self) -> None:
         """Tell the environment the world size and this process's rank (environments that know them ignore it)."""
         env = self.environment
-        per_node = len(self.parallel_devices)
+        per_node = self.processes_per_node
         env.set_world_size(per_node * self.num_nodes)
         env.set_global_rank(env.node_rank() * per_node + env.local_rank())
 
@@ -168,9 +175,10 @@ class ParallelStrategy(Strategy, ABC):
     @override
     def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
         local = self._on_device(tensor).contiguous()
-        out = torch.empty((self.world_size, *local.shape), dtype=local.dtype, device=local.device)
-        dist.all_gather_into_tensor(out, local)
-        return out
+        # Gathered flat: gloo splits the output along dim 0 and refuses a 0-dim input gathered into (world,).
+        out = torch.empty((self.world_size * local.numel(),), dtype=local.dtype, device=local.device)
+        _all_gather_single(out, local.reshape(-1))
+        return out.reshape(self.world_size, *local.shape)
 
     @override
     def broadcast(self, obj: _T, src: int = 0) -> _T:

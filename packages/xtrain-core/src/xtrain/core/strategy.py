@@ -122,6 +122,15 @@ class Strategy(ABC):
         return self.global_rank == 0
 
     @property
+    def processes_per_node(self) -> int:
+        """How many processes this strategy runs on each node; cluster environments check ``devices=`` against it.
+
+        One per device for process-per-device strategies (DDP, FSDP); one for strategies that drive every device
+        of a node from a single process (single device, DataParallel, DDP2).
+        """
+        return 1
+
+    @property
     def launcher(self) -> Launcher | None:
         """The launcher that starts the other processes, or ``None`` when they exist already or none are needed."""
         return None

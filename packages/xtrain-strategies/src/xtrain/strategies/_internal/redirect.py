@@ -1,0 +1,69 @@
+"""Running a TrainModule's step methods through a wrapper's ``forward``.
+
+``DistributedDataParallel`` and ``DataParallel`` do their work (gradient-sync bookkeeping, scattering a batch over
+devices) only when their ``forward`` is called, while the user's code lives in ``training_step``. Wrapping the
+module in :class:`StepRedirect` and calling ``wrapper("training_step", batch, batch_idx)`` runs the step inside the
+wrapper's forward, so DDP's hooks fire for exactly the parameters the step used, and DP replicas run the step on
+their slice of the batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = ["StepRedirect"]
+
+
+class _NullMetrics:
+    """Swallows ``self.log`` calls made by DataParallel replicas other than the first."""
+
+    def log(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+class _MutedTrainer:
+    """The Trainer as seen by a secondary DP replica: everything but logging passes through."""
+
+    _metrics = _NullMetrics()
+
+    def __init__(self, trainer: Any) -> None:
+        self.__dict__["_trainer"] = trainer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["_trainer"], name)
+
+
+class StepRedirect(nn.Module):
+    """Calls ``module.<name>(*args)`` from ``forward``.
+
+    Args:
+        module: The user's TrainModule.
+        primary_device: For DataParallel: the device whose replica may log. Replicas on other devices run with a
+            Trainer whose ``self.log`` does nothing, so each step logs once (the first device's slice) and never
+            from several threads at once. ``None`` (DDP, one device per process) logs from every call.
+    """
+
+    def __init__(self, module: nn.Module, *, primary_device: torch.device | None = None) -> None:
+        super().__init__()
+        self.module = module
+        self.primary_device = primary_device
+
+    def forward(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        module = self.module
+        if self.primary_device is not None and _device_of(module) not in (None, self.primary_device):
+            trainer = module.__dict__.get("_trainer")
+            if trainer is not None and not isinstance(trainer, _MutedTrainer):
+                # A replica's __dict__ is its own shallow copy: this never touches the user's module.
+                module.__dict__["_trainer"] = _MutedTrainer(trainer)
+        return getattr(module, name)(*args, **kwargs)
+
+
+def _device_of(module: nn.Module) -> torch.device | None:
+    for tensor in module.parameters():
+        return tensor.device
+    for tensor in module.buffers():
+        return tensor.device
+    return None
