@@ -7,6 +7,7 @@ Subclasses add how the module is wrapped and how processes are launched.
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 import traceback
@@ -125,6 +126,9 @@ class ParallelStrategy(Strategy, ABC):
             os.environ["MASTER_PORT"] = str(env.main_port)
             dist.init_process_group(self.backend, rank=self.global_rank, world_size=self.world_size,
                                     timeout=self.timeout)
+            # Kept for later fits in this process, destroyed at exit: a group left to static destructors can
+            # abort the process ("terminate called without an active exception") after training succeeded.
+            atexit.register(_destroy_process_group)
         self.start_watchdog()
 
     def watchdog_store(self) -> Any:
@@ -207,3 +211,11 @@ class ParallelStrategy(Strategy, ABC):
             dist.barrier(device_ids=[self.root_device.index])
         else:
             dist.barrier()
+
+
+def _destroy_process_group() -> None:
+    if dist.is_initialized():
+        try:
+            dist.destroy_process_group()
+        except Exception:
+            pass

@@ -16,7 +16,8 @@ Registered names (all the same class family, differing in how processes start):
 from __future__ import annotations
 
 import inspect
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, ClassVar, Literal, TypeVar
 
 import torch
@@ -28,6 +29,7 @@ from xtrain.core.errors import ConfigError
 from xtrain.core.launcher import Launcher
 from xtrain.core.parallel import ParallelStrategy
 from xtrain.core.strategy import StepName
+from xtrain.strategies._internal.gradients import all_reduce_gradients
 from xtrain.strategies._internal.redirect import StepRedirect
 from xtrain.strategies.launchers import ForkLauncher, MultiprocessingLauncher, SubprocessScriptLauncher
 
@@ -81,7 +83,8 @@ class DDPStrategy(ParallelStrategy):
         self.comm_hook = comm_hook
         self.comm_hook_state = comm_hook_state
         self._launcher: Launcher | None = None
-        self._in_step = False
+        self._manual_step = False
+        self._sync_manual = True
 
     # -- launching ----------------------------------------------------------------------------------------------
     @property
@@ -129,24 +132,25 @@ class DDPStrategy(ParallelStrategy):
     def run_step(self, name: StepName, *args: Any, **kwargs: Any) -> Any:
         if name != "training_step" or not torch.is_grad_enabled():
             return super().run_step(name, *args, **kwargs)
-        self._in_step = True
-        try:
-            if not self.precision.has_forward_context:
-                return self.model(name, *args, **kwargs)
-            with self.precision.forward_context():
-                return self.model(name, *args, **kwargs)
-        finally:
-            self._in_step = False
+        if not self.module.automatic_optimization:  # type: ignore[attr-defined]
+            # manual_backward runs inside training_step, where DDP's reducer cannot follow it: the step runs on
+            # the module and backward() averages the gradients itself.
+            self._manual_step = True
+            try:
+                return super().run_step(name, *args, **kwargs)
+            finally:
+                self._manual_step = False
+        if not self.precision.has_forward_context:
+            return self.model(name, *args, **kwargs)
+        with self.precision.forward_context():
+            return self.model(name, *args, **kwargs)
 
     @override
     def backward(self, loss: torch.Tensor) -> None:
-        if self._in_step:
-            # Manual optimization: the backward runs inside DDP's forward, before DDP has prepared for it.
-            model = self.model
-            if isinstance(model, DistributedDataParallel) and model.require_backward_grad_sync:
-                outputs = [loss] if self.find_unused_parameters else []
-                model.reducer.prepare_for_backward(outputs)
         self.precision.backward(loss)
+        if self._manual_step and self._sync_manual and self.world_size > 1:
+            # Linear, so several manual_backward calls per step still add up to the averaged sum.
+            all_reduce_gradients(self.module.parameters(), self.world_size)
 
     @override
     def no_backward_sync(self, enabled: bool = True) -> AbstractContextManager[Any]:
@@ -154,6 +158,15 @@ class DDPStrategy(ParallelStrategy):
         if enabled and isinstance(model, DistributedDataParallel):
             return model.no_sync()
         return nullcontext()
+
+    @contextmanager
+    def manual_no_sync(self) -> Iterator[None]:
+        """Under manual optimization, skip the gradient averaging of ``manual_backward`` (accumulate locally)."""
+        self._sync_manual = False
+        try:
+            yield
+        finally:
+            self._sync_manual = True
 
     @override
     def on_exception(self, exception: BaseException) -> None:

@@ -12,7 +12,6 @@ node, with ``NODE_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``, as for any multi-
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, ClassVar
@@ -20,12 +19,12 @@ from typing import Any, ClassVar
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 from typing_extensions import override
 
 from xtrain.core.errors import ConfigError
 from xtrain.core.parallel import ParallelStrategy
 from xtrain.core.strategy import StepName
+from xtrain.strategies._internal.gradients import all_reduce_gradients
 from xtrain.strategies.dp import run_split_step, wrap_data_parallel
 
 __all__ = ["DDP2Strategy"]
@@ -100,19 +99,7 @@ class DDP2Strategy(ParallelStrategy):
             self._sync = True
 
     def _all_reduce_gradients(self) -> None:
-        """Average every gradient over the nodes: one flattened all-reduce per (device, dtype)."""
-        groups: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = defaultdict(list)
-        for param in self.module.parameters():
-            if param.requires_grad:
-                if param.grad is None:
-                    param.grad = torch.zeros_like(param)  # every node must send the same layout
-                groups[(param.grad.device, param.grad.dtype)].append(param.grad)
-        for grads in groups.values():
-            flat = _flatten_dense_tensors(grads)
-            dist.all_reduce(flat)
-            flat /= self.world_size
-            for grad, synced in zip(grads, _unflatten_dense_tensors(flat, grads), strict=True):
-                grad.copy_(synced)
+        all_reduce_gradients(self.module.parameters(), self.world_size)
 
 
 @contextmanager
