@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,7 +82,8 @@ def train(tmp_path: Path) -> Callable[..., Run]:
         result = run_processes(commands, timeout=timeout, envs=envs, cwd=out)
         if check:
             result.check()
-            assert not leftover_processes(result), "processes outlived the run"
+        time.sleep(0.2)  # let the kernel reap what the run's last kill just ended
+        assert not leftover_processes(result), f"processes outlived the run:\n{result.output}"
         return Run(result, out, read_records(out))
 
     return run

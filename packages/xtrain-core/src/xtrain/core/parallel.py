@@ -153,7 +153,7 @@ class ParallelStrategy(Strategy, ABC):
     def on_exception(self, exception: BaseException) -> None:
         if self._watchdog is not None:
             details = "".join(traceback.format_exception(type(exception), exception, exception.__traceback__))
-            self._watchdog.report_failure(details)
+            self._watchdog.report_failure(details, caused_by_peer=_peer_failure(exception))
 
     @override
     def teardown(self) -> None:
@@ -219,3 +219,18 @@ def _destroy_process_group() -> None:
             dist.destroy_process_group()
         except Exception:
             pass
+
+
+_PEER_GONE = ("closed by peer", "reset by peer", "broken pipe", "remote worker", "communicator was aborted")
+
+
+def _peer_failure(exception: BaseException) -> bool:
+    """Whether a collective failed because another rank died (the cause is theirs, not this rank's)."""
+    seen: BaseException | None = exception
+    for _ in range(8):
+        if seen is None:
+            return False
+        if any(marker in str(seen).lower() for marker in _PEER_GONE):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -31,6 +32,7 @@ from xtrain.strategies._internal.pdeathsig import preexec_die_with_parent
 __all__ = ["SubprocessScriptLauncher", "reexec_command"]
 
 _POLL_S = 0.1
+_CAUSE_WINDOW_S = 1.0
 
 
 def reexec_command() -> list[str]:
@@ -95,7 +97,20 @@ class SubprocessScriptLauncher(Launcher):
         return fn(*args, **kwargs)
 
     def caller_failed(self) -> None:
-        """Rank 0 (this process) raised: its traceback is the one to show, so the watcher stays quiet."""
+        """Rank 0 (this process) raised.
+
+        If a child died first (rank 0's collective then fails with "connection closed"), the child is the cause:
+        report it and exit with its code. Otherwise rank 0's own traceback is the one to show, so the watcher
+        stays quiet and the children are ended at exit.
+        """
+        deadline = time.monotonic() + _CAUSE_WINDOW_S
+        while self.procs and time.monotonic() < deadline:
+            for index, proc in enumerate(self.procs, start=1):
+                code = proc.poll()
+                if code not in (None, 0):
+                    assert code is not None
+                    self._fail(self.environment.node_rank(), index, proc, code)
+            time.sleep(_POLL_S)
         self._caller_failed = True
 
     def _start_children(self) -> None:
