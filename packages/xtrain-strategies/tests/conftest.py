@@ -7,6 +7,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from strategies_helpers import _restore_environment, train  # noqa: E402
+from strategies_helpers import _restore_environment, train
 
 __all__ = ["_restore_environment", "train"]

@@ -6,8 +6,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from strategies_helpers import Run, assert_close
 from torch.utils.data import DistributedSampler
+
+from strategies_helpers import Run, assert_close
 
 SAMPLES, BATCH, STEPS = 64, 8, 10
 

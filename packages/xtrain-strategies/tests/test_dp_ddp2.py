@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 import torch
-from strategies_helpers import Run, assert_close
 
+from strategies_helpers import Run, assert_close
 from xtrain.core import ConfigError, Trainer
 from xtrain.core.testing import TinyClassifier, tiny_loaders
 from xtrain.strategies._internal.redirect import StepRedirect, _MutedTrainer

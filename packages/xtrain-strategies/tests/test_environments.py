@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from strategies_helpers import clear_cluster_variables
 
+from strategies_helpers import clear_cluster_variables
 from xtrain.core import ConfigError, Trainer
 from xtrain.core.defaults import LocalEnvironment
 from xtrain.core.testing import run_processes, torchrun_command

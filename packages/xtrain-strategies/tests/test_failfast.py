@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+
 from strategies_helpers import Run
 
 BOUND_S = 15.0

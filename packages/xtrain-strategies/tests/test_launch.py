@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 import torch
-from strategies_helpers import SCRIPTS, TRAIN, Run, assert_close
 
+from strategies_helpers import SCRIPTS, TRAIN, Run, assert_close
 from xtrain.core.testing import leftover_processes, run_processes
 
 SETTINGS: dict[str, Any] = {"max_steps": 6, "batch_size": 8, "shuffle": True}

@@ -12,6 +12,7 @@ import itertools
 import os
 import traceback
 from abc import ABC
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, ClassVar, TypeVar
 
@@ -199,6 +200,21 @@ class ParallelStrategy(Strategy, ABC):
         out: list[Any] = [None] * self.world_size
         dist.all_gather_object(out, obj)
         return out
+
+    @override
+    def start_boolean_decision(self, decision: bool, *, all: bool = True) -> Callable[[], bool]:
+        if self.world_size == 1:
+            return lambda: decision
+        flag = torch.tensor(int(decision), device=self.root_device)
+        work = dist.all_reduce(flag, op=dist.ReduceOp.SUM, async_op=True)
+
+        def result() -> bool:
+            if work is not None:
+                work.wait()
+            total = int(flag.item())
+            return total == self.world_size if all else total > 0
+
+        return result
 
     def _object_device(self) -> torch.device | None:
         return self.root_device if self.backend == "nccl" else None

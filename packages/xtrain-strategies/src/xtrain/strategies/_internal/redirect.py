@@ -62,8 +62,8 @@ class StepRedirect(nn.Module):
 
 
 def _device_of(module: nn.Module) -> torch.device | None:
-    for tensor in module.parameters():
-        return tensor.device
-    for tensor in module.buffers():
-        return tensor.device
+    for param in module.parameters():
+        return param.device
+    for buffer in module.buffers():
+        return buffer.device
     return None

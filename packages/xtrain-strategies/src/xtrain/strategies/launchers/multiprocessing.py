@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import torch
-import torch.multiprocessing as mp
+from torch.multiprocessing.spawn import ProcessExitedException, ProcessRaisedException, start_processes
 from typing_extensions import override
 
 from xtrain.core.defaults.local import find_free_port
@@ -80,17 +80,17 @@ class MultiprocessingLauncher(Launcher):
         with tempfile.TemporaryDirectory(prefix="xtrain-launch-") as tmp:
             result_path = Path(tmp) / "result.pt"
             work = self._package(fn, args, kwargs)
-            context = mp.start_processes(_worker, args=(work, str(result_path), os.getpid()),
+            context = start_processes(_worker, args=(work, str(result_path), os.getpid()),
                                          nprocs=self.num_processes, join=False, start_method=self.start_method)
             try:
                 while not context.join(grace_period=_GRACE_S):
                     pass
-            except mp.ProcessRaisedException as err:
+            except ProcessRaisedException as err:
                 rank = node_rank * self.num_processes + err.error_index
                 raise RankFailedError(rank, str(err).strip()) from None
-            except mp.ProcessExitedException as err:
+            except ProcessExitedException as err:
                 rank = node_rank * self.num_processes + err.error_index
-                raise RankFailedError(rank, f"rank {rank} (pid {err.pid}) {_how(err.exit_code)}; the other ranks "
+                raise RankFailedError(rank, f"rank {rank} (pid {err.error_pid}) {_how(err.exit_code)}; the other ranks "
                                       f"were stopped.") from None
             if not result_path.exists():
                 return None

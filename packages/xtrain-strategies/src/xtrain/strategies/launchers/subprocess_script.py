@@ -125,7 +125,7 @@ class SubprocessScriptLauncher(Launcher):
             preexec = preexec_die_with_parent()
             for local_rank in range(1, self.num_processes):
                 child_env = {**os.environ, "LOCAL_RANK": str(local_rank)}
-                self.procs.append(subprocess.Popen(command, env=child_env, preexec_fn=preexec))  # noqa: PLW1509
+                self.procs.append(subprocess.Popen(command, env=child_env, preexec_fn=preexec))
             self._watcher = threading.Thread(target=self._watch, args=(node_rank,), name="xtrain-child-watcher",
                                              daemon=True)
             self._watcher.start()
