@@ -11,6 +11,10 @@ Registered names (all the same class family, differing in how processes start):
 * ``ddp_spawn``: ``torch.multiprocessing`` spawn; the caller gets the trained state back;
 * ``ddp_fork`` / ``ddp_notebook``: fork; works in notebooks and REPLs;
 * ``*_find_unused_parameters_true``: the same with ``find_unused_parameters=True``.
+
+Under manual optimization (``automatic_optimization = False``) the backward runs inside ``training_step``, where
+DDP's reducer cannot follow it; the step then runs on the module and each ``manual_backward`` averages the gradients
+with one flattened all-reduce (linear, so several backward passes per step still sum correctly).
 """
 
 from __future__ import annotations

@@ -89,6 +89,11 @@ class MultiprocessingLauncher(Launcher):
                 rank = node_rank * self.num_processes + err.error_index
                 raise RankFailedError(rank, str(err).strip()) from None
             except ProcessExitedException as err:
+                # A rank stopped by the watchdog may be seen first; a rank that raised left its traceback in its
+                # error file, and that rank is the cause.
+                raised = _raised(context.error_files)
+                if raised is not None:
+                    raise RankFailedError(node_rank * self.num_processes + raised[0], raised[1]) from None
                 rank = node_rank * self.num_processes + err.error_index
                 raise RankFailedError(rank, f"rank {rank} (pid {err.error_pid}) {_how(err.exit_code)}; the other ranks "
                                       f"were stopped.") from None
@@ -140,3 +145,14 @@ def _worker(local_rank: int, work: Any, result_path: str, parent_pid: int) -> No
 
 def _how(code: int) -> str:
     return f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+
+
+def _raised(error_files: list[str]) -> tuple[int, str] | None:
+    """The first local rank that wrote a traceback (torch's spawn wrapper does so when the function raises)."""
+    for index, path in enumerate(error_files):
+        try:
+            with open(path, "rb") as f:
+                return index, str(pickle.load(f))
+        except (OSError, EOFError, pickle.UnpicklingError):
+            continue
+    return None
