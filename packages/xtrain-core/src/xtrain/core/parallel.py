@@ -8,6 +8,7 @@ Subclasses add how the module is wrapped and how processes are launched.
 from __future__ import annotations
 
 import atexit
+import gc
 import itertools
 import os
 import traceback
@@ -129,8 +130,15 @@ class ParallelStrategy(Strategy, ABC):
                                     timeout=self.timeout)
             # Kept for later fits in this process, destroyed at exit: a group left to static destructors can
             # abort the process ("terminate called without an active exception") after training succeeded.
-            atexit.register(_destroy_process_group)
+            atexit.register(self._release_at_exit)
         self.start_watchdog()
+
+    def _release_at_exit(self) -> None:
+        """Drop the wrapped model (DDP holds the group and its threads) and destroy the group while Python runs."""
+        self._model = None
+        gc.collect()
+        _destroy_process_group()
+        gc.collect()
 
     def watchdog_store(self) -> Any:
         """The store the watchdog uses: a fresh prefix per run on the default group's store."""
