@@ -66,7 +66,13 @@ class ClusterEnvironment(ABC):
         """Receive the global rank computed by the strategy."""
 
     def validate_settings(self, *, num_devices: int, num_nodes: int) -> None:
-        """Raise :class:`~xtrain.core.errors.ConfigError` when ``devices``/``num_nodes`` disagree with the cluster."""
+        """Raise :class:`~xtrain.core.errors.ConfigError` when ``devices``/``num_nodes`` disagree with the cluster.
+
+        Args:
+            num_devices: The processes the strategy runs per node (``Strategy.processes_per_node``: the ``devices=``
+                count for one-process-per-device strategies such as DDP, 1 for DataParallel and DDP2).
+            num_nodes: The Trainer's ``num_nodes``.
+        """
 
     def teardown(self) -> None:
         """Clean up variables this environment set."""

@@ -58,6 +58,16 @@ class TrainModule(HyperparametersMixin, nn.Module):
         ``"lr_scheduler"`` (a scheduler or ``{"scheduler", "interval", "frequency", "monitor"}``)."""
         raise NotImplementedError(f"{type(self).__name__} must implement configure_optimizers(self).")
 
+    def training_step_end(self, step_output: Any) -> Any:
+        """Combine ``training_step``'s outputs when one process runs it on several devices at once.
+
+        Called only by strategies that split a batch across the devices of one process (``dp``, ``ddp2``): each
+        tensor in ``step_output`` then holds one entry per device (a loss becomes a vector). Override it to compute
+        something over the whole batch; the default returns the outputs unchanged and the strategy averages a
+        per-device loss.
+        """
+        return step_output
+
     def configure_callbacks(self) -> list[Any]:
         """Callbacks this module needs, added to the Trainer's."""
         return []

@@ -7,10 +7,13 @@ Subclasses add how the module is wrapped and how processes are launched.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import itertools
 import os
 import traceback
 from abc import ABC
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, ClassVar, TypeVar
 
@@ -28,6 +31,8 @@ __all__ = ["ParallelStrategy"]
 _T = TypeVar("_T")
 _OPS = {"sum": dist.ReduceOp.SUM, "mean": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 _generation = itertools.count()
+# torch 2.13 renamed all_gather_into_tensor (and warns on the old name); older releases only have the old one.
+_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
 
 class ParallelStrategy(Strategy, ABC):
@@ -64,10 +69,15 @@ class ParallelStrategy(Strategy, ABC):
         super().connect(**kwargs)
         self.set_world_ranks()
 
+    @property
+    @override
+    def processes_per_node(self) -> int:
+        return len(self.parallel_devices)
+
     def set_world_ranks(self) -> None:
         """Tell the environment the world size and this process's rank (environments that know them ignore it)."""
         env = self.environment
-        per_node = len(self.parallel_devices)
+        per_node = self.processes_per_node
         env.set_world_size(per_node * self.num_nodes)
         env.set_global_rank(env.node_rank() * per_node + env.local_rank())
 
@@ -118,7 +128,17 @@ class ParallelStrategy(Strategy, ABC):
             os.environ["MASTER_PORT"] = str(env.main_port)
             dist.init_process_group(self.backend, rank=self.global_rank, world_size=self.world_size,
                                     timeout=self.timeout)
+            # Kept for later fits in this process, destroyed at exit: a group left to static destructors can
+            # abort the process ("terminate called without an active exception") after training succeeded.
+            atexit.register(self._release_at_exit)
         self.start_watchdog()
+
+    def _release_at_exit(self) -> None:
+        """Drop the wrapped model (DDP holds the group and its threads) and destroy the group while Python runs."""
+        self._model = None
+        gc.collect()
+        _destroy_process_group()
+        gc.collect()
 
     def watchdog_store(self) -> Any:
         """The store the watchdog uses: a fresh prefix per run on the default group's store."""
@@ -144,7 +164,7 @@ class ParallelStrategy(Strategy, ABC):
     def on_exception(self, exception: BaseException) -> None:
         if self._watchdog is not None:
             details = "".join(traceback.format_exception(type(exception), exception, exception.__traceback__))
-            self._watchdog.report_failure(details)
+            self._watchdog.report_failure(details, caused_by_peer=_peer_failure(exception))
 
     @override
     def teardown(self) -> None:
@@ -170,9 +190,10 @@ class ParallelStrategy(Strategy, ABC):
     @override
     def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
         local = self._on_device(tensor).contiguous()
-        out = torch.empty((self.world_size, *local.shape), dtype=local.dtype, device=local.device)
-        dist.all_gather_into_tensor(out, local)
-        return out
+        # Gathered flat: gloo splits the output along dim 0 and refuses a 0-dim input gathered into (world,).
+        out = torch.empty((self.world_size * local.numel(),), dtype=local.dtype, device=local.device)
+        _all_gather_single(out, local.reshape(-1))
+        return out.reshape(self.world_size, *local.shape)
 
     @override
     def broadcast(self, obj: _T, src: int = 0) -> _T:
@@ -190,6 +211,21 @@ class ParallelStrategy(Strategy, ABC):
         dist.all_gather_object(out, obj)
         return out
 
+    @override
+    def start_boolean_decision(self, decision: bool, *, all: bool = True) -> Callable[[], bool]:
+        if self.world_size == 1:
+            return lambda: decision
+        flag = torch.tensor(int(decision), device=self.root_device)
+        work = dist.all_reduce(flag, op=dist.ReduceOp.SUM, async_op=True)
+
+        def result() -> bool:
+            if work is not None:
+                work.wait()
+            total = int(flag.item())
+            return total == self.world_size if all else total > 0
+
+        return result
+
     def _object_device(self) -> torch.device | None:
         return self.root_device if self.backend == "nccl" else None
 
@@ -201,3 +237,26 @@ class ParallelStrategy(Strategy, ABC):
             dist.barrier(device_ids=[self.root_device.index])
         else:
             dist.barrier()
+
+
+def _destroy_process_group() -> None:
+    if dist.is_initialized():
+        try:
+            dist.destroy_process_group()
+        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+            pass
+
+
+_PEER_GONE = ("closed by peer", "reset by peer", "broken pipe", "remote worker", "communicator was aborted")
+
+
+def _peer_failure(exception: BaseException) -> bool:
+    """Whether a collective failed because another rank died (the cause is theirs, not this rank's)."""
+    seen: BaseException | None = exception
+    for _ in range(8):
+        if seen is None:
+            return False
+        if any(marker in str(seen).lower() for marker in _PEER_GONE):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

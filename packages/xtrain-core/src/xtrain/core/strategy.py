@@ -8,7 +8,7 @@ the ClusterEnvironment for ranks. What it supports is declared as data that the 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
@@ -120,6 +120,15 @@ class Strategy(ABC):
     @property
     def is_global_zero(self) -> bool:
         return self.global_rank == 0
+
+    @property
+    def processes_per_node(self) -> int:
+        """How many processes this strategy runs on each node; cluster environments check ``devices=`` against it.
+
+        One per device for process-per-device strategies (DDP, FSDP); one for strategies that drive every device
+        of a node from a single process (single device, DataParallel, DDP2).
+        """
+        return 1
 
     @property
     def launcher(self) -> Launcher | None:
@@ -242,6 +251,16 @@ class Strategy(ABC):
         flag = torch.tensor(int(decision), device=self.root_device)
         total = int(self.reduce(flag, op="sum").item())
         return total == self.world_size if all else total > 0
+
+    def start_boolean_decision(self, decision: bool, *, all: bool = True) -> Callable[[], bool]:
+        """Start agreeing on a decision without waiting for it; calling the result waits and returns the answer.
+
+        Lets a caller that asks the same question at every step overlap the collective with the next step's work
+        (the preemption check reads at one save point the decision started at the previous one). The default
+        decides at once.
+        """
+        agreed = self.reduce_boolean_decision(decision, all=all)
+        return lambda: agreed
 
     # -- checkpoint content and IO ----------------------------------------------------------------------------
     def module_state_dict(self) -> dict[str, Any]:

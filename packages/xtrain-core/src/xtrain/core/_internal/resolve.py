@@ -260,7 +260,7 @@ def resolve(*, accelerator: object = "auto", devices: object = "auto", num_nodes
     prec.connect(device_type=acc.autocast_device_type)
     strat.connect(accelerator=acc, precision=prec, checkpoint_io=io, cluster_environment=env,
                   devices=device_list, num_nodes=num_nodes)
-    env.validate_settings(num_devices=len(indices), num_nodes=num_nodes)
+    env.validate_settings(num_devices=strat.processes_per_node, num_nodes=num_nodes)
     strat.check_config()
     launcher = strat.launcher
     if launcher is not None:

@@ -18,7 +18,9 @@ def collect_rng_states() -> dict[str, Any]:
     np = sys.modules.get("numpy")
     if np is not None:
         kind, keys, pos, has_gauss, cached = np.random.get_state()
-        states["numpy"] = [kind, torch.from_numpy(keys.copy()), int(pos), int(has_gauss), float(cached)]
+        # int64, not uint32: a uint32 tensor does not survive a plain pickle (torch 2.13), and the states of all
+        # ranks travel through all_gather_object, which pickles.
+        states["numpy"] = [kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)]
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         states["cuda"] = torch.cuda.get_rng_state_all()
     return states
@@ -33,6 +35,6 @@ def restore_rng_states(states: dict[str, Any]) -> None:
         import numpy as np
 
         kind, keys, pos, has_gauss, cached = states["numpy"]
-        np.random.set_state((kind, keys.numpy(), pos, has_gauss, cached))
+        np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
     if "cuda" in states and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(states["cuda"])

@@ -81,11 +81,22 @@ class Watchdog:
         self._thread.join(timeout=5 * self.interval + 1)
         self._thread = None
 
-    def report_failure(self, details: str) -> None:
-        """Tell every rank that this one failed (first report wins); called before this rank exits."""
+    def report_failure(self, details: str, *, caused_by_peer: bool = False) -> None:
+        """Tell every rank that this one failed (first report wins); called before this rank exits.
+
+        Args:
+            details: The traceback to show on the other ranks.
+            caused_by_peer: The failure is a collective that lost another rank (connection closed): the culprit is
+                that rank, not this one. Wait up to the heartbeat timeout for the watcher thread to name it (it
+                then exits this process with that rank's report); only if nobody does, report this failure.
+        """
         if self._reported:
             return
         self._reported = True
+        if caused_by_peer and self._thread is not None:
+            deadline = time.monotonic() + self.dead_after + 4 * self.interval
+            while time.monotonic() < deadline and self._thread.is_alive():
+                time.sleep(self.interval / 2)
         try:
             self.store.compare_set(_ABORT, "", f"{self.rank}\n{details}")
         except Exception:  # noqa: BLE001 - the process is failing anyway; nothing more to do

@@ -1,0 +1,1 @@
+"""Private helpers of xtrain-strategies; no stability promise."""

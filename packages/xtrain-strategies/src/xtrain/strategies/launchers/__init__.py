@@ -1,0 +1,6 @@
+"""Launchers: how the processes of a run are started (re-executing the command, spawn, fork)."""
+
+from xtrain.strategies.launchers.multiprocessing import ForkLauncher, MultiprocessingLauncher
+from xtrain.strategies.launchers.subprocess_script import SubprocessScriptLauncher, reexec_command
+
+__all__ = ["ForkLauncher", "MultiprocessingLauncher", "SubprocessScriptLauncher", "reexec_command"]

@@ -1,0 +1,158 @@
+"""Spawn and fork launchers: the calling process starts every local rank and waits for them.
+
+The caller does not train. Global rank 0 returns the finished run's full state (weights, optimizer and scheduler
+state, loop progress, callback state, metrics), which the Trainer loads into the caller's objects, so a second
+``fit`` on the same Trainer continues where the first stopped.
+
+The work is handed to spawned processes as one standard pickle, not through ``torch.multiprocessing``'s shared
+memory: shared parameter storage would make every rank (and the caller) update the same tensors. Rank 0's result
+comes back through a file in a private temporary directory, so a large state cannot block on a pipe.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import signal
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import torch
+from torch.multiprocessing.spawn import ProcessExitedException, ProcessRaisedException, start_processes
+from typing_extensions import override
+
+from xtrain.core.defaults.local import find_free_port
+from xtrain.core.environment import ClusterEnvironment
+from xtrain.core.errors import ConfigError, RankFailedError
+from xtrain.core.launcher import Launcher
+from xtrain.strategies._internal.pdeathsig import die_with_parent
+
+__all__ = ["ForkLauncher", "MultiprocessingLauncher"]
+
+_GRACE_S = 3.0
+
+
+
+class MultiprocessingLauncher(Launcher):
+    """Starts every local rank with ``torch.multiprocessing.start_processes`` (``spawn`` by default).
+
+    Args:
+        num_processes: Processes on this node.
+        num_nodes: Number of nodes (each node's caller starts its own ranks).
+        environment: Where the node rank and the rendezvous address come from.
+        start_method: ``"spawn"`` or ``"forkserver"`` (``"fork"``: use :class:`ForkLauncher`).
+    """
+
+    interactive_compatible: ClassVar[bool] = False
+    runs_in_caller: ClassVar[bool] = False
+    start_method: str = "spawn"
+
+    def __init__(self, *, num_processes: int, num_nodes: int, environment: ClusterEnvironment,
+                 start_method: Literal["spawn", "forkserver"] | None = None) -> None:
+        self.num_processes = num_processes
+        self.num_nodes = num_nodes
+        self.environment = environment
+        if start_method is not None:
+            self.start_method = start_method
+        self._user_port = "MASTER_PORT" in os.environ
+
+    @override
+    def check(self) -> None:
+        if self.start_method not in multiprocessing.get_all_start_methods():
+            raise ConfigError("strategy", f"start method {self.start_method!r}", "is not available on this platform "
+                              f"(it offers {multiprocessing.get_all_start_methods()}).",
+                              choices=multiprocessing.get_all_start_methods(),
+                              fix="use strategy='ddp_spawn' (works everywhere), or strategy='ddp' from a script.")
+
+    @override
+    def launch(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        self.check()
+        env = self.environment
+        if not self._user_port:
+            os.environ["MASTER_PORT"] = str(find_free_port())  # a fresh rendezvous for every launch
+        node_rank = env.node_rank()
+        os.environ.update({"MASTER_ADDR": env.main_address, "MASTER_PORT": str(env.main_port),
+                           "NODE_RANK": str(node_rank), "WORLD_SIZE": str(self.num_processes * self.num_nodes),
+                           "LOCAL_WORLD_SIZE": str(self.num_processes)})
+        with tempfile.TemporaryDirectory(prefix="xtrain-launch-") as tmp:
+            result_path = Path(tmp) / "result.pt"
+            work = self._package(fn, args, kwargs)
+            context = start_processes(_worker, args=(work, str(result_path), os.getpid()),
+                                         nprocs=self.num_processes, join=False, start_method=self.start_method)
+            try:
+                while not context.join(grace_period=_GRACE_S):
+                    pass
+            except ProcessRaisedException as err:
+                rank = node_rank * self.num_processes + err.error_index
+                raise RankFailedError(rank, str(err).strip()) from None
+            except ProcessExitedException as err:
+                # A rank stopped by the watchdog may be seen first; a rank that raised left its traceback in its
+                # error file, and that rank is the cause.
+                raised = _raised(context.error_files)
+                if raised is not None:
+                    raise RankFailedError(node_rank * self.num_processes + raised[0], raised[1]) from None
+                rank = node_rank * self.num_processes + err.error_index
+                raise RankFailedError(rank, f"rank {rank} (pid {err.error_pid}) {_how(err.exit_code)}; the other ranks "
+                                      f"were stopped.") from None
+            if not result_path.exists():
+                return None
+            return torch.load(result_path, weights_only=False)  # our own file, written by rank 0 just now
+
+    def _package(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        # A plain pickle copies tensors; torch.multiprocessing would share their memory between all ranks.
+        return pickle.dumps((fn, args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class ForkLauncher(MultiprocessingLauncher):
+    """Forks every local rank: works in notebooks and REPLs, where there is no script to re-run or import."""
+
+    interactive_compatible: ClassVar[bool] = True
+    start_method: str = "fork"
+
+    @override
+    def launch(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            raise ConfigError("strategy", "ddp_fork", "cannot fork: CUDA was already initialized in this process, "
+                              "and a forked child cannot use it.",
+                              fix="do not touch CUDA before fit (no .cuda(), no torch.cuda calls), or use "
+                                  "strategy='ddp_spawn' or a script with strategy='ddp'.")
+        return super().launch(fn, *args, **kwargs)
+
+    @override
+    def _package(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return (fn, args, kwargs)  # a forked child has its own copy-on-write memory already
+
+
+def _worker(local_rank: int, work: Any, result_path: str, parent_pid: int) -> None:
+    die_with_parent(parent_pid)
+    os.environ["LOCAL_RANK"] = str(local_rank)
+    if isinstance(work, bytes):
+        fn, args, kwargs = pickle.loads(work)
+    else:
+        # A forked child inherits OpenMP's thread-pool bookkeeping but not its threads: the first parallel CPU op
+        # would wait for them forever. One intra-op thread per rank never enters the pool.
+        torch.set_num_threads(1)
+        fn, args, kwargs = work
+    result = fn(*args, **kwargs)
+    if result is not None:
+        tmp = f"{result_path}.tmp"
+        torch.save(result, tmp)
+        os.replace(tmp, result_path)
+
+
+def _how(code: int) -> str:
+    return f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+
+
+def _raised(error_files: list[str]) -> tuple[int, str] | None:
+    """The first local rank that wrote a traceback (torch's spawn wrapper does so when the function raises)."""
+    for index, path in enumerate(error_files):
+        try:
+            with open(path, "rb") as f:
+                return index, str(pickle.load(f))
+        except (OSError, EOFError, pickle.UnpicklingError):
+            continue
+    return None

@@ -1,0 +1,116 @@
+"""Helpers for the strategy tests: run the training script the way users do and read what each rank recorded.
+
+Imported by the test modules as ``strategies_helpers`` (conftest puts this directory on ``sys.path``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from xtrain.core.registry import all_registries
+from xtrain.core.testing import RunResult, free_port, leftover_processes, run_processes, torchrun_command
+
+SCRIPTS = Path(__file__).parent / "scripts"
+TRAIN = SCRIPTS / "train.py"
+TIMEOUT = 150.0
+
+
+@dataclass
+class Run:
+    """One finished run: the processes' result and every rank's record."""
+
+    result: RunResult
+    out: Path
+    records: list[dict[str, Any]]
+
+    def params(self, rank: int = 0) -> dict[str, torch.Tensor]:
+        return {k: torch.tensor(v) for k, v in self.records[rank]["params"].items()}
+
+
+def read_records(out: Path) -> list[dict[str, Any]]:
+    records = [json.loads(p.read_text()) for p in out.glob("rank*.json")]
+    return sorted(records, key=lambda r: r["rank"])
+
+
+def launch_commands(settings: dict[str, Any], how: str, nprocs: int) -> tuple[list[list[str]], list[dict[str, str]]]:
+    """The commands (and their extra environment) that start ``settings`` as a user would with ``how``."""
+    arg = json.dumps(settings)
+    if how == "python":
+        return [[sys.executable, str(TRAIN), arg]], [{}]
+    if how == "torchrun":
+        return [torchrun_command(str(TRAIN), arg, nproc_per_node=nprocs)], [{"OMP_NUM_THREADS": "1"}]
+    if how == "torchrun_2nodes":
+        endpoint = f"127.0.0.1:{free_port()}"
+        cmds = [torchrun_command(str(TRAIN), arg, nproc_per_node=nprocs // 2, nnodes=2, rdzv_endpoint=endpoint)
+                for _ in range(2)]
+        return cmds, [{"OMP_NUM_THREADS": "1"}, {"OMP_NUM_THREADS": "1"}]
+    if how == "two_nodes":
+        port = str(free_port())
+        envs = [{"NODE_RANK": str(n), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port} for n in range(2)]
+        return [[sys.executable, str(TRAIN), arg] for _ in range(2)], envs
+    if how == "mpirun":
+        mpirun = shutil.which("mpirun")
+        if mpirun is None:
+            pytest.skip("mpirun is not installed (apt-get install openmpi-bin)")
+        return [[mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(nprocs), sys.executable, str(TRAIN),
+                 arg]], [{}]
+    raise ValueError(how)
+
+
+@pytest.fixture
+def train(tmp_path: Path) -> Callable[..., Run]:
+    """``train(settings, how="python", nprocs=2, check=True)`` runs the script and returns a :class:`Run`."""
+    counter = iter(range(1000))
+
+    def run(settings: dict[str, Any], *, how: str = "python", nprocs: int = 2, check: bool = True,
+            timeout: float = TIMEOUT, extra_env: dict[str, str] | None = None) -> Run:
+        out = tmp_path / f"run{next(counter)}"
+        out.mkdir()
+        settings = {"accelerator": "cpu", **settings, "out": str(out)}
+        commands, envs = launch_commands(settings, how, nprocs)
+        envs = [{**e, **(extra_env or {})} for e in envs]
+        result = run_processes(commands, timeout=timeout, envs=envs, cwd=out)
+        if check:
+            result.check()
+        time.sleep(0.2)  # let the kernel reap what the run's last kill just ended
+        assert not leftover_processes(result), f"processes outlived the run:\n{result.output}"
+        return Run(result, out, read_records(out))
+
+    return run
+
+
+def assert_close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], tol: float = 1e-6) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        diff = (a[key].flatten() - b[key].flatten()).abs().max().item()
+        assert diff <= tol, f"{key} differs by {diff}"
+
+
+@pytest.fixture(autouse=True)
+def _restore_environment() -> Iterator[None]:
+    """Tests that set SLURM_*, MASTER_PORT and the like must not leak them; registries rescanned afterwards."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+    for registry in all_registries():
+        registry.refresh()
+
+
+def clear_cluster_variables(monkeypatch: pytest.MonkeyPatch, keep: Sequence[str] = ()) -> None:
+    prefixes = ("SLURM_", "OMPI_", "PMI_", "PMIX_", "LSB_", "JSM_", "TORCHELASTIC_", "MPI_LOCAL")
+    for name in list(os.environ):
+        cluster = name.startswith(prefixes) or name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+                                                        "GROUP_RANK", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT")
+        if cluster and name not in keep:
+            monkeypatch.delenv(name)
