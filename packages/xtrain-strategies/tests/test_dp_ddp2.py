@@ -11,7 +11,7 @@ import torch
 from strategies_helpers import Run, assert_close
 from xtrain.core import ConfigError, Trainer
 from xtrain.core.testing import TinyClassifier, tiny_loaders
-from xtrain.strategies._internal.redirect import StepRedirect, call_step, _MutedTrainer
+from xtrain.strategies._internal.redirect import StepRedirect, _MutedTrainer, call_step
 from xtrain.strategies.dp import DataParallelStrategy, mean_loss
 
 needs_two_gpus = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2,
