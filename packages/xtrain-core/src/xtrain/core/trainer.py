@@ -292,17 +292,19 @@ class Trainer:
         self._loaders.update({k: v for k, v in loaders.items() if v is not None})
 
     def _launch(self, stage: Stage, ckpt_path: str | Path | None) -> Any:
+        # Resolved here, before any process starts, so a bad ckpt_path is a ConfigError in the caller alone.
+        path = find_checkpoint(self, ckpt_path) if ckpt_path is not None else None
         launcher = self.strategy.launcher
         if launcher is None:
-            return self._run(stage, ckpt_path, False)
-        result = launcher.launch(self._run, stage, ckpt_path, not launcher.runs_in_caller)
+            return self._run(stage, path, False)
+        result = launcher.launch(self._run, stage, path, not launcher.runs_in_caller)
         if launcher.runs_in_caller or result is None:
             return result
         from xtrain.core._internal.spawn import receive_worker_result
 
         return receive_worker_result(self, result)
 
-    def _run(self, stage: Stage, ckpt_path: str | Path | None, return_state: bool) -> Any:
+    def _run(self, stage: Stage, ckpt_path: str | None, return_state: bool) -> Any:
         self.state = stage
         self.should_stop = False
         self.strategy.setup_environment()
@@ -310,8 +312,7 @@ class Trainer:
         try:
             self._setup(stage)
             if ckpt_path is not None:
-                path = find_checkpoint(self, ckpt_path)
-                restore_checkpoint(self, self.strategy.load_checkpoint(path), path, fitting=stage == "fit")
+                restore_checkpoint(self, self.strategy.load_checkpoint(ckpt_path), ckpt_path, fitting=stage == "fit")
             self._setup_loggers()
             output = self._run_stage(stage)
             if return_state:
