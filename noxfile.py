@@ -75,6 +75,18 @@ def build(session: nox.Session) -> None:
     core_wheel = next(dist.glob("xtrain_core-*.whl"))
     session.run(py, "-m", "pip", "install", "-q", "-c", TORCH, "torch==2.13.0", str(core_wheel), external=True)
     session.run(py, "tools/smoke_core_only.py", external=True)
+    # + xtrain-strategies only: ddp trains, bf16-mixed asks for xtrain-precision.
+    strategies_wheel = next(dist.glob("xtrain_strategies-*.whl"))
+    session.run(py, "-m", "pip", "install", "-q", "--no-deps", str(strategies_wheel), external=True)
+    session.run(py, "tools/smoke_core_strategies.py", external=True)
+    # The meta-package alone, resolved from the built wheels, brings every package.
+    meta = tmp / "meta"
+    session.run("python", "-m", "venv", "--clear", str(meta))
+    session.run(str(meta / "bin" / "python"), "-m", "pip", "install", "-q", "-c", TORCH, "torch==2.13.0",
+                external=True)
+    session.run(str(meta / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", "--find-links", str(dist),
+                "xtrain", external=True)  # only our wheels: never a same-named release from an index
+    session.run(str(meta / "bin" / "python"), "tools/smoke_meta.py", external=True)
 
 
 @nox.session
@@ -110,3 +122,59 @@ def xla(session: nox.Session) -> None:
                 "torch_xla.__version__)", env={"PJRT_DEVICE": "CPU"})
     session.run("pytest", "packages/xtrain-accelerators/tests", *session.posargs,
                 env={"PJRT_DEVICE": "CPU", "XTRAIN_REQUIRE_XLA": "1"})
+
+
+# -- the accelerator x strategy matrix ---------------------------------------------------------------------------------
+def _entry_points(group: str) -> dict[str, tuple[str, str]]:
+    """``name -> (distribution, target)`` for an entry-point group, read from the packages' pyproject files (nox runs
+    before anything is installed, so the registry itself cannot be asked)."""
+    import tomllib
+
+    found: dict[str, tuple[str, str]] = {}
+    for name in MEMBERS:
+        data = tomllib.loads((ROOT / "packages" / name / "pyproject.toml").read_text())
+        for entry, target in data["project"].get("entry-points", {}).get(group, {}).items():
+            found[entry] = (name, target)
+    return found
+
+
+def _matrix_groups() -> list[str]:
+    """``<accelerator>-<strategy>`` for every canonical accelerator (aliases such as ``tpu`` and factories such as
+    ``gpu`` left out) and every strategy."""
+    seen: set[str] = set()
+    canonical = []
+    for name, (_, target) in _entry_points("xtrain.accelerators").items():
+        if target.rsplit(":", 1)[1][:1].isupper() and target not in seen:
+            seen.add(target)
+            canonical.append(name)
+    return [f"{a}-{s}" for a in canonical for s in sorted(_entry_points("xtrain.strategies"))]
+
+
+MATRIX_GROUPS = _matrix_groups()
+_BACKEND_CONSTRAINTS = {"xla": (str(ROOT / "tools" / "constraints" / "xla.txt"), ["torch==2.9.1", "torch-xla==2.9.0"])}
+
+
+@nox.session
+@nox.parametrize("group", MATRIX_GROUPS, ids=MATRIX_GROUPS)
+def matrix(session: nox.Session, group: str) -> None:
+    """One accelerator-strategy group of tests_integration/matrix.py, installing only the packages its cells need:
+    xtrain-core, the packages providing the accelerator and the strategy, and xtrain-precision."""
+    accelerator, strategy = group.split("-", 1)
+    needed = {"xtrain-core", "xtrain-precision", _entry_points("xtrain.accelerators")[accelerator][0],
+              _entry_points("xtrain.strategies")[strategy][0]}
+    constraints, pins = _BACKEND_CONSTRAINTS.get(accelerator, (TORCH, ["torch==2.13.0"]))
+    extras = {"xtrain-core": "[test]", "xtrain-accelerators": "[xla]" if accelerator == "xla" else ""}
+    session.install("-c", constraints, *pins, "pytest-timeout",
+                    *[arg for name in sorted(needed) for arg in ("-e", f"packages/{name}{extras.get(name, '')}")])
+    env = {"XTRAIN_MATRIX_GROUPS": group}
+    if accelerator == "xla":
+        env["PJRT_DEVICE"] = "CPU"
+    session.run("pytest", "tests_integration/test_matrix.py", "-q", *session.posargs, env=env)
+
+
+@nox.session
+def compatibility(session: nox.Session) -> None:
+    """Run the whole CPU matrix and regenerate docs/compatibility.md from its result."""
+    session.install("-c", TORCH, "torch==2.13.0", *_editable("test"), "pytest-timeout")
+    session.run("pytest", "tests_integration/test_matrix.py", "-q")
+    session.run("python", "tools/gen_compatibility.py")

@@ -21,6 +21,7 @@ import torch
 import torch.distributed as dist
 from typing_extensions import override
 
+from xtrain.core._internal.pickling import object_to_tensor, tensor_to_object
 from xtrain.core._internal.watchdog import Watchdog
 from xtrain.core.environment import ClusterEnvironment
 from xtrain.core.errors import ConfigError
@@ -199,17 +200,26 @@ class ParallelStrategy(Strategy, ABC):
     def broadcast(self, obj: _T, src: int = 0) -> _T:
         if self.world_size == 1:
             return obj
-        box: list[Any] = [obj]
-        dist.broadcast_object_list(box, src=src, device=self._object_device())
-        return box[0]  # type: ignore[no-any-return]
+        device = self._object_device()
+        data = object_to_tensor(obj, device) if self.global_rank == src else None
+        size = torch.tensor([0 if data is None else data.numel()], dtype=torch.long, device=device)
+        dist.broadcast(size, src=src)
+        if data is None:
+            data = torch.empty(int(size.item()), dtype=torch.uint8, device=device)
+        dist.broadcast(data, src=src)
+        return tensor_to_object(data)  # type: ignore[no-any-return]
 
     @override
     def all_gather_object(self, obj: _T) -> list[_T]:
         if self.world_size == 1:
             return [obj]
-        out: list[Any] = [None] * self.world_size
-        dist.all_gather_object(out, obj)
-        return out
+        device = self._object_device()
+        data = object_to_tensor(obj, device)
+        sizes = self.all_gather(torch.tensor(data.numel(), dtype=torch.long, device=device))
+        padded = torch.zeros(int(sizes.max().item()), dtype=torch.uint8, device=device)
+        padded[: data.numel()] = data
+        gathered = self.all_gather(padded)
+        return [tensor_to_object(gathered[i, : int(sizes[i].item())]) for i in range(self.world_size)]
 
     @override
     def start_boolean_decision(self, decision: bool, *, all: bool = True) -> Callable[[], bool]:
@@ -226,8 +236,8 @@ class ParallelStrategy(Strategy, ABC):
 
         return result
 
-    def _object_device(self) -> torch.device | None:
-        return self.root_device if self.backend == "nccl" else None
+    def _object_device(self) -> torch.device:
+        return self.root_device if self.backend == "nccl" else torch.device("cpu")
 
     @override
     def barrier(self, name: str | None = None) -> None:
