@@ -11,6 +11,7 @@ import json
 import os
 import platform
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -61,21 +62,11 @@ def group_result(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Cell], d
 def _refused(cell: Cell) -> None:
     acc = ACCELERATORS.load(cell.accelerator)
     simulate = not acc.is_available()  # type: ignore[attr-defined]
-    with simulate_devices(acc, cell.devices) if simulate else _nothing():  # type: ignore[arg-type]
-        with pytest.raises(ConfigError) as info:
-            resolve(accelerator=cell.accelerator, strategy=cell.strategy, precision=cell.precision,
-                    devices=cell.devices)
+    with simulate_devices(acc, cell.devices) if simulate else nullcontext(), pytest.raises(ConfigError) as info:  # type: ignore[arg-type]
+        resolve(accelerator=cell.accelerator, strategy=cell.strategy, precision=cell.precision, devices=cell.devices)
     message = str(info.value)
     assert message.startswith(f"{cell.argument}="), message
     assert cell.refusal in message, message
-
-
-class _nothing:  # noqa: N801 - a context manager used like nullcontext
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *args: object) -> None:
-        return None
 
 
 @pytest.mark.parametrize("cell", cells(), ids=[c.id for c in cells()])

@@ -25,4 +25,4 @@ def tensor_to_object(tensor: torch.Tensor) -> Any:
     """Unpickle a tensor made by :func:`object_to_tensor` (and possibly padded after its end)."""
     cpu = tensor.detach().to("cpu", torch.uint8).contiguous()
     data = cpu.numpy().tobytes() if "numpy" in sys.modules else bytes(cpu.tolist())
-    return pickle.loads(data)  # noqa: S301 - bytes from our own ranks of the same job
+    return pickle.loads(data)  # only bytes our own ranks of this job sent
