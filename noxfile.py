@@ -178,3 +178,39 @@ def compatibility(session: nox.Session) -> None:
     session.install("-c", TORCH, "torch==2.13.0", *_editable("test"), "pytest-timeout")
     session.run("pytest", "tests_integration/test_matrix.py", "-q")
     session.run("python", "tools/gen_compatibility.py")
+
+
+@nox.session
+def oldest_core(session: nox.Session) -> None:
+    """Each plugin package's tests against the oldest xtrain-core its pin allows.
+
+    The floor comes from the plugin's ``xtrain-core>=X,<Y`` requirement. When the working tree's core is that version
+    it is used as is; otherwise core is exported from its release tag ``xtrain-core-vX`` (a missing tag is an error,
+    not a silent pass).
+    """
+    import re
+    import subprocess
+    import tomllib
+
+    core_version = re.search(r'__version__ = "([^"]+)"',
+                             (ROOT / "packages/xtrain-core/src/xtrain/core/__about__.py").read_text()).group(1)  # type: ignore[union-attr]
+    for plugin in [p for p in MEMBERS if p != "xtrain-core"]:
+        deps = tomllib.loads((ROOT / "packages" / plugin / "pyproject.toml").read_text())["project"]["dependencies"]
+        floor = next(re.search(r">=\s*([\d.]+)", d).group(1) for d in deps if d.startswith("xtrain-core"))  # type: ignore[union-attr]
+        floor_full = ".".join([*floor.split("."), "0", "0"][:3])
+        if floor_full == core_version:
+            core_source = "packages/xtrain-core"
+        else:
+            tag = f"xtrain-core-v{floor_full}"
+            target = Path(session.create_tmp()) / tag
+            if subprocess.run(["git", "rev-parse", "-q", "--verify", f"refs/tags/{tag}"], cwd=ROOT).returncode:
+                session.error(f"{plugin} allows xtrain-core {floor_full}, but there is no tag {tag} to test it against")
+            target.mkdir(parents=True, exist_ok=True)
+            archive = subprocess.run(["git", "archive", tag, "packages/xtrain-core"], cwd=ROOT, capture_output=True,
+                                     check=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+            core_source = str(target / "packages" / "xtrain-core")
+        session.log(f"{plugin}: testing against xtrain-core {floor_full} ({core_source})")
+        session.install("-c", TORCH, "torch==2.13.0", "pytest-timeout", f"{core_source}[test]",
+                        "-e", f"packages/{plugin}[test]" if "test" in _extras(plugin) else f"packages/{plugin}")
+        session.run("pytest", f"packages/{plugin}/tests", "-q", "-x", *session.posargs)

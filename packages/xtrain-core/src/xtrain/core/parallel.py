@@ -56,6 +56,7 @@ class ParallelStrategy(Strategy, ABC):
         self.timeout = timeout
         self.heartbeat_timeout = heartbeat_timeout
         self._watchdog: Watchdog | None = None
+        self._abort_handlers: list[Callable[[], None]] = []
 
     @property
     def environment(self) -> ClusterEnvironment:
@@ -149,8 +150,20 @@ class ParallelStrategy(Strategy, ABC):
     def start_watchdog(self) -> None:
         if self.world_size > 1 and self._watchdog is None:
             self._watchdog = Watchdog(self.watchdog_store(), rank=self.global_rank, world_size=self.world_size,
-                                      dead_after=self.heartbeat_timeout)
+                                      dead_after=self.heartbeat_timeout, on_abort=self._run_abort_handlers)
             self._watchdog.start()
+
+    @override
+    def add_abort_handler(self, handler: Callable[[], None]) -> None:
+        if handler not in self._abort_handlers:
+            self._abort_handlers.append(handler)
+
+    def _run_abort_handlers(self) -> None:
+        for handler in self._abort_handlers:
+            try:
+                handler()
+            except Exception:  # noqa: BLE001 - the process is ending; the others still get their turn
+                pass
 
     def stop_watchdog(self) -> None:
         """Finish watching together: no rank stops before every rank got here, and a rank that exits right after

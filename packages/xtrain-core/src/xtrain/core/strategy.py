@@ -184,6 +184,13 @@ class Strategy(ABC):
         self.checkpoint_io.teardown()
         self.accelerator.teardown()
 
+    def add_abort_handler(self, handler: Callable[[], None]) -> None:
+        """Run ``handler`` (best effort) if this process is ended because another rank failed.
+
+        Multi-process strategies end such a process at once (its main thread may be stuck in a collective), so code
+        that must not lose data, e.g. loggers flushing their buffers, registers here. One process has nothing to do.
+        """
+
     def on_exception(self, exception: BaseException) -> None:
         """Called when training raised, before the process exits (distributed strategies tell the other ranks)."""
 

@@ -357,6 +357,7 @@ class Trainer:
                                   "automatic optimization steps one optimizer.",
                                   fix="set self.automatic_optimization = False and step them in training_step.")
         self._metrics.strategy = strategy
+        strategy.add_abort_handler(self._flush_loggers)
         self._setup_dataloaders(stage)
 
     def _loader(self, key: str, method: str) -> Any:
@@ -505,6 +506,12 @@ class Trainer:
         if [w.optimizer for w in self._wrapped_optimizers] != self.optimizers:
             self._wrapped_optimizers = [StrategyOptimizer(opt, self.strategy) for opt in self.optimizers]
         return self._wrapped_optimizers
+
+    def _flush_loggers(self) -> None:
+        """Write what loggers hold in memory; called when this rank is ended because another one failed."""
+        if self.is_global_zero:
+            for logger in self.loggers:
+                logger.finalize("failed")
 
     def _restore_pending_rng(self) -> None:
         if self._pending_rng is not None:
