@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from xtrain.core.registry import STRATEGIES
 from xtrain.core.testing import python_command, run_processes
 
 SCRIPT = str(Path(__file__).parent / "scripts" / "resume_run.py")
@@ -33,21 +34,34 @@ def assert_bitwise_equal(a: Path, b: Path) -> None:
         assert torch.equal(wa[key], wb[key]), f"{key} differs"
 
 
+# (strategy, devices, kill step, step of the last checkpoint, batches of its epoch consumed, total steps).
+# One process: 16 batches per epoch, 48 steps; killed at step 23 (epoch 1, batch 7), last checkpoint at step 20
+# (epoch 1, batch 4). DDP: 8 batches per rank per epoch, 24 steps; killed at 13 (epoch 1, batch 5), checkpoint at 10.
+RESUME_CASES = [("auto", 1, 23, 20, 4, 48), ("ddp", 2, 13, 10, 2, 24)]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 2])
-def test_sigkill_mid_epoch_then_resume_is_bitwise_equal(tmp_path: Path, workers: int) -> None:
-    code, out = train(tmp_path, "full", "--workers", str(workers))
+@pytest.mark.parametrize(("strategy", "devices", "kill_at", "saved_at", "in_epoch", "total"), RESUME_CASES,
+                         ids=["single-device", "ddp-2-processes"])
+def test_sigkill_mid_epoch_then_resume_is_bitwise_equal(tmp_path: Path, workers: int, strategy: str, devices: int,
+                                                         kill_at: int, saved_at: int, in_epoch: int,
+                                                         total: int) -> None:
+    if strategy == "ddp" and "ddp" not in STRATEGIES:
+        pytest.skip("needs xtrain-strategies")
+    common = ["--workers", str(workers), "--strategy", strategy, "--devices", str(devices)]
+    code, out = train(tmp_path, "full", *common)
     assert code == 0, out
-    # 16 batches per epoch; checkpoints every 5 steps; killed at step 23 (epoch 1, batch 7): the last checkpoint is
-    # step 20, mid-epoch, and steps 21-23 must be recomputed identically.
-    code, out = train(tmp_path, "part", "--workers", str(workers), "--kill-at", "23")
+    # Steps after the last checkpoint were done and lost: the resumed run must redo them identically.
+    code, out = train(tmp_path, "part", *common, "--kill-at", str(kill_at))
     assert code == -signal.SIGKILL, out
     assert not (tmp_path / "part.pt").exists()
     last = torch.load(tmp_path / "part" / "xtrain_logs" / "version_0" / "checkpoints" / "last.ckpt", weights_only=True)
-    assert last["loops"]["global_step"] == 20 and last["loops"]["batches_in_epoch"] == 4
-    code, out = train(tmp_path, "part", "--workers", str(workers), "--resume")
+    assert last["loops"]["global_step"] == saved_at and last["loops"]["batches_in_epoch"] == in_epoch
+    assert len(last["rng"]) == devices, "every rank's RNG state is in the checkpoint"
+    code, out = train(tmp_path, "part", *common, "--resume")
     assert code == 0, out
-    assert "finished at epoch 3 step 48" in out
+    assert f"finished at epoch 3 step {total}" in out
     assert_bitwise_equal(tmp_path / "full.pt", tmp_path / "part.pt")
     assert not (tmp_path / "part" / "xtrain_logs" / "version_1").exists(), "the resumed run must log into version_0"
 
