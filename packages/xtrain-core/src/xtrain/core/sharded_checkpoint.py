@@ -57,6 +57,9 @@ def checkpoint_complete(path: PathLike) -> bool:
 def read_manifest(path: PathLike) -> dict[str, Any]:
     """The manifest file of a sharded checkpoint: ``{"xtrain": <manifest>, "data": <data directory name>}``."""
     file = Path(path) / MANIFEST_FILE
+    if not Path(path).is_dir():
+        what = "is a single file, not a sharded checkpoint directory" if Path(path).is_file() else "does not exist"
+        raise CheckpointError(f"checkpoint {str(path)!r} {what}.")
     if not file.is_file():
         raise CheckpointError(
             f"checkpoint directory {str(path)!r} has no {MANIFEST_FILE}, so it is incomplete (a save was interrupted "

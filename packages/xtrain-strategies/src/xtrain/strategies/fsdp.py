@@ -144,6 +144,12 @@ class FSDPStrategy(ParallelStrategy):
     def setup(self, module: nn.Module) -> nn.Module:
         from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
 
+        if getattr(module, "automatic_optimization", True) is False:
+            raise ConfigError("automatic_optimization", False, f"is not supported by strategy={self.name!r}: the "
+                              "step runs inside FSDP's root forward, and a backward pass inside a forward skips "
+                              "FSDP's gradient reduction.", choices=["True"],
+                              fix="use automatic optimization (return the loss from training_step), or "
+                              "strategy='ddp' for manual optimization.")
         module = self.precision.convert_module(module)
         if not self.cpu_offload:
             module = module.to(self.root_device)
