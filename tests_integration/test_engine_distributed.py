@@ -16,7 +16,7 @@ SCRIPT = str(Path(__file__).parent / "scripts" / "engine_vs_trainer.py")
 
 # re-exec: engine.launch(); spawn: engine.launch(fn); fsdp: sharded, with the optimizer created before sharding
 @pytest.mark.parametrize("strategy", ["ddp", "ddp_spawn", "fsdp"])
-def test_engine_and_trainer_agree_under_two_process_ddp(tmp_path: Path, strategy: str) -> None:
+def test_engine_and_trainer_agree_under_two_processes(tmp_path: Path, strategy: str) -> None:
     if strategy not in STRATEGIES:
         pytest.skip(f"{strategy!r} needs xtrain-strategies")
     outs = {mode: tmp_path / f"{mode}.pt" for mode in ("engine", "trainer")}

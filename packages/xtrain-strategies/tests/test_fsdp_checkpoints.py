@@ -153,3 +153,19 @@ def test_a_directory_without_its_manifest_is_refused(tmp_path: Path, sources: di
     (broken / MANIFEST_FILE).unlink()
     with pytest.raises(CheckpointError, match="incomplete"):
         read_sharded_checkpoint(broken)
+
+
+def test_top_k_pruning_last_and_resume_from_last_with_directories(tmp_path: Path,
+                                                                   sources: dict[str, dict[str, Any]]) -> None:
+    """Every step saves in the background; older directories are pruned, last.ckpt follows, ckpt_path="last" works."""
+    ck = tmp_path / "ck"
+    options = {"auto_wrap_policy": ["Linear"], "async_save": True}
+    train(tmp_path / "first", strategy="fsdp", devices=2, epochs=1, clip=0.5, options=options,
+          checkpoint={"dirpath": str(ck), "every_n_train_steps": 1, "save_top_k": 2, "save_last": True})
+    assert sorted(p.name for p in ck.iterdir()) == ["epoch=0-step=3.ckpt", "epoch=0-step=4.ckpt", "last.ckpt"]
+    last = read_sharded_checkpoint(ck / "last.ckpt")
+    assert last["loops"]["global_step"] == 4
+    assert last["xtrain"]["layout"] == "sharded" and last["xtrain"]["world_size"] == 2
+    resumed = train(tmp_path / "second", strategy="fsdp", devices=2, clip=0.5, options=options, ckpt_path="last",
+                    checkpoint={"dirpath": str(ck), "save_last": True})
+    _assert_continues(resumed[0], sources["fsdp2"]["records"][0])

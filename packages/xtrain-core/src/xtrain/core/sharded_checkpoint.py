@@ -172,6 +172,7 @@ def read_sharded_checkpoint(path: PathLike, *, template: Mapping[str, Any] | Non
             wrote the checkpoint. Tensors it does not hold (or holds with another shape) are read whole.
     """
     from torch.distributed.checkpoint import FileSystemReader, load
+    from torch.distributed.checkpoint.api import CheckpointException  # a BaseException, not an Exception
 
     from xtrain.core.defaults.torch_io import read_checkpoint_file
 
@@ -181,7 +182,7 @@ def read_sharded_checkpoint(path: PathLike, *, template: Mapping[str, Any] | Non
     reader = FileSystemReader(str(data))
     try:
         stored = reader.read_metadata().state_dict_metadata
-    except Exception as err:  # noqa: BLE001 - any unreadable metadata is the same problem for the user
+    except (Exception, CheckpointException) as err:  # noqa: BLE001 - any unreadable metadata is the same problem for the user
         raise CheckpointError(f"checkpoint {str(path)!r}: the tensor metadata is unreadable ({err}). Resume from an "
                               f"earlier checkpoint.") from None
     targets = split_tensors(template)[0] if template is not None else {}
@@ -199,7 +200,7 @@ def read_sharded_checkpoint(path: PathLike, *, template: Mapping[str, Any] | Non
         warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
         try:
             load(wanted, storage_reader=reader, no_dist=True)
-        except Exception as err:  # noqa: BLE001 - a missing or truncated shard file
+        except (Exception, CheckpointException) as err:  # noqa: BLE001 - a missing or truncated shard file
             raise CheckpointError(f"checkpoint {str(path)!r}: reading the shards failed ({type(err).__name__}: "
                                   f"{err}). Resume from an earlier checkpoint.") from None
     checkpoint: dict[str, Any] = join_tensors(rest, wanted)

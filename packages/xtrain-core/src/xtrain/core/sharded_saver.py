@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import threading
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,12 @@ class _Job:
     done: bool = False
 
 
+def _distributed() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized()
+
+
 class ShardedSaver:
     """Saves checkpoint dicts as sharded checkpoint directories for a process-group strategy.
 
@@ -70,7 +77,7 @@ class ShardedSaver:
 
     def setup(self) -> None:
         """Create the background write's process group; every rank calls it once the default group exists."""
-        if self.async_save and self._group is None:
+        if self.async_save and self._group is None and _distributed():
             import torch.distributed as dist
 
             self._group = dist.new_group(backend="gloo")
@@ -101,11 +108,14 @@ class ShardedSaver:
             (target / data).mkdir(parents=True, exist_ok=True)
             atomic_write(target / data / REST_FILE, lambda f: torch.save(rest, f))
         writer = FileSystemWriter(str(target / data))
-        if not self.async_save:
-            save(tensors, storage_writer=writer)
-            self._commit(job)
-            return
-        future = async_save(tensors, storage_writer=writer, process_group=self._group)
+        alone = not _distributed()  # one process without a group (single device): nothing to coordinate
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
+            if not self.async_save:
+                save(tensors, storage_writer=writer, no_dist=alone)
+                self._commit(job)
+                return
+            future = async_save(tensors, storage_writer=writer, process_group=self._group, no_dist=alone)
         self._job = job
         self._thread = threading.Thread(target=self._finish, args=(job, future), name="xtrain-sharded-save")
         self._thread.start()
