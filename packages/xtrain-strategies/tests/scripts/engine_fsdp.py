@@ -78,7 +78,7 @@ def roundtrip(out: Path, options: dict[str, Any]) -> None:
     resumed = steps(engine, second, fresh, batches[3:])
     if engine.is_global_zero:
         (out / "roundtrip.json").write_text(json.dumps({"reference": reference, "resumed": resumed,
-                                                        "rest": {k: v for k, v in rest.items()}, "saved": saved}))
+                                                        "rest": rest, "saved": saved}))
 
 
 def killme(out: Path, fraction: float) -> None:

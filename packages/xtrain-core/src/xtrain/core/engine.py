@@ -305,8 +305,9 @@ class Engine:
 
         Returns the checkpoint's entries that ``state`` did not name (everything when ``state`` is ``None``).
         """
-        targets = {key: unwrap(target) for key, target in (state or {}).items()
-                   if isinstance(target, (nn.Module, torch.optim.Optimizer))}
+        targets: dict[str, Any] = {key: unwrap(target) if isinstance(target, nn.Module) else target
+                                   for key, target in (state or {}).items()
+                                   if isinstance(target, (nn.Module, torch.optim.Optimizer))}
         checkpoint = self._strategy.load_checkpoint(path, targets=targets)
         checkpoint.pop("xtrain", None)
         for key, target in (state or {}).items():

@@ -171,8 +171,10 @@ def read_sharded_checkpoint(path: PathLike, *, template: Mapping[str, Any] | Non
             sharded state dict>}``: each rank then reads only the slices its own shards hold, whatever world size
             wrote the checkpoint. Tensors it does not hold (or holds with another shape) are read whole.
     """
-    from torch.distributed.checkpoint import FileSystemReader, load
     from torch.distributed.checkpoint.api import CheckpointException  # a BaseException, not an Exception
+    from torch.distributed.checkpoint.filesystem import FileSystemReader
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+    from torch.distributed.checkpoint.state_dict_loader import load
 
     from xtrain.core.defaults.torch_io import read_checkpoint_file
 
@@ -189,7 +191,7 @@ def read_sharded_checkpoint(path: PathLike, *, template: Mapping[str, Any] | Non
     wanted: dict[str, torch.Tensor] = {}
     for key in _markers(rest, []):
         info = stored.get(key)
-        if info is None or not hasattr(info, "size"):
+        if not isinstance(info, TensorStorageMetadata):
             raise CheckpointError(f"checkpoint {str(path)!r} lists the tensor {key!r} but holds no data for it.")
         target = targets.get(key)
         if target is not None and tuple(target.shape) == tuple(info.size):

@@ -88,7 +88,8 @@ class ShardedSaver:
 
     def save(self, checkpoint: dict[str, Any], path: PathLike) -> None:
         """Write ``checkpoint`` to the directory ``path``; every rank calls it with its own shards."""
-        from torch.distributed.checkpoint import FileSystemWriter, async_save, save
+        from torch.distributed.checkpoint.filesystem import FileSystemWriter
+        from torch.distributed.checkpoint.state_dict_saver import async_save, save
 
         self.wait()
         strategy, target = self._strategy, Path(path)

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from xtrain.strategies.ddp import DDPForkStrategy, DDPNotebookStrategy, DDPSpawnStrategy, DDPStrategy
     from xtrain.strategies.ddp2 import DDP2Strategy
     from xtrain.strategies.dp import DataParallelStrategy
-    from xtrain.strategies.fsdp import FSDPStrategy
     from xtrain.strategies.environments import (
         KubeflowEnvironment,
         LSFEnvironment,
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
         SLURMEnvironment,
         TorchElasticEnvironment,
     )
+    from xtrain.strategies.fsdp import FSDPStrategy
     from xtrain.strategies.launchers import MultiprocessingLauncher, SubprocessScriptLauncher
 
 __all__ = [

@@ -109,6 +109,10 @@ class FSDPStrategy(ParallelStrategy):
     def async_save(self) -> bool:
         return self._saver.async_save
 
+    def wait_for_checkpoint(self) -> None:
+        """Block until a checkpoint being written in the background is complete (every rank calls it)."""
+        self._saver.wait()
+
     # -- launching and the process group -------------------------------------------------------------------------
     @property
     @override
@@ -255,6 +259,7 @@ class FSDPStrategy(ParallelStrategy):
                                   "module.load_state_dict(...).")
         full = not _holds_shards(s for entry in named.get("state", {}).values() for s in entry.values())
         owner = module or self._owner(optimizer)
+        assert owner is not None
         set_optimizer_state_dict(owner, optimizer, named, options=self._options(full=full))
 
     # -- checkpoint IO ---------------------------------------------------------------------------------------------

@@ -76,7 +76,7 @@ def activation_checkpoint(module: nn.Module, selector: ModuleSelector) -> int:
     Uses the composable ``checkpoint``, which keeps parameter names unchanged (a wrapper class would prefix them
     and break checkpoints' portability). Returns how many submodules were selected.
     """
-    from torch.distributed._composable import checkpoint
+    from torch.distributed._composable.checkpoint_activation import checkpoint
 
     selected = [m for m in module.modules() if _matches(selector, m)]
     for m in selected:
