@@ -2,7 +2,7 @@
 
     python fsdp_run.py '<json settings>'
 
-Settings: ``out`` (records directory), ``strategy`` (a name) with ``options`` (FSDPStrategy keyword arguments;
+Settings: ``out`` (records directory), ``accelerator`` (default cpu), ``strategy`` (a name) with ``options`` (FSDPStrategy keyword arguments;
 class names for the module selectors), ``devices``, ``precision``, ``epochs``, ``batch_size`` (per rank),
 ``samples``, ``clip``, ``accumulate``, ``ckpt_path`` (resume), ``checkpoint`` (ModelCheckpoint keyword arguments),
 ``save`` (a path for ``trainer.save_checkpoint`` after fit), ``manual`` (manual optimization), ``inf_on_rank``
@@ -103,7 +103,7 @@ def main(settings: dict[str, Any]) -> None:
     callbacks: list[Callback] = [Record(out)]
     if settings.get("checkpoint"):
         callbacks.append(ModelCheckpoint(**settings["checkpoint"]))
-    trainer = Trainer(accelerator="cpu", devices=settings.get("devices", 2), strategy=strategy_of(settings),
+    trainer = Trainer(accelerator=settings.get("accelerator", "cpu"), devices=settings.get("devices", 2), strategy=strategy_of(settings),
                       precision=settings.get("precision"), max_epochs=settings.get("epochs", 2), logger=False,
                       enable_progress_bar=False, enable_model_summary=False,
                       enable_checkpointing=bool(settings.get("checkpoint")), default_root_dir=str(out),

@@ -287,9 +287,10 @@ class Engine:
 
     # -- checkpoints ------------------------------------------------------------------------------------------------
     def save(self, path: str | Path, state: Mapping[str, Any]) -> None:
-        """Save modules, optimizers and plain values through the strategy's CheckpointIO. Every rank must call it.
+        """Save modules, optimizers and plain values through the strategy. Every rank must call it.
 
-        Modules are stored unwrapped and optimizers keyed by parameter name, so the file loads under any strategy.
+        Modules are stored unwrapped and optimizers keyed by parameter name, so the checkpoint loads under any
+        strategy; a sharding strategy (``fsdp``) writes a directory in which every rank stores its shards.
         """
         checkpoint: dict[str, Any] = {"xtrain": {
             "format_version": 1, "strategy": self._strategy.name, "world_size": self.world_size,
@@ -303,7 +304,7 @@ class Engine:
     def load(self, path: str | Path, state: dict[str, Any] | None = None, *, strict: bool = True) -> dict[str, Any]:
         """Load a checkpoint written by :meth:`save`; objects in ``state`` are restored in place.
 
-        Returns the checkpoint's entries that ``state`` did not name (everything when ``state`` is ``None``).
+        A sharded checkpoint from any world size is read straight into the modules' and optimizers' shards. Returns the checkpoint's entries that ``state`` did not name (everything when ``state`` is ``None``).
         """
         targets: dict[str, Any] = {key: unwrap(target) if isinstance(target, nn.Module) else target
                                    for key, target in (state or {}).items()
