@@ -304,7 +304,8 @@ class Engine:
     def load(self, path: str | Path, state: dict[str, Any] | None = None, *, strict: bool = True) -> dict[str, Any]:
         """Load a checkpoint written by :meth:`save`; objects in ``state`` are restored in place.
 
-        A sharded checkpoint from any world size is read straight into the modules' and optimizers' shards. Returns the checkpoint's entries that ``state`` did not name (everything when ``state`` is ``None``).
+        A sharded checkpoint from any world size is read straight into the modules' and optimizers' shards.
+        Returns the checkpoint's entries that ``state`` did not name (everything when ``state`` is ``None``).
         """
         targets: dict[str, Any] = {key: unwrap(target) if isinstance(target, nn.Module) else target
                                    for key, target in (state or {}).items()

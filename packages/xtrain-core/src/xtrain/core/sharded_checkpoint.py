@@ -22,7 +22,8 @@ import os
 import shutil
 import uuid
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +34,8 @@ from xtrain.core.errors import CheckpointError
 
 __all__ = [
     "MANIFEST_FILE", "REST_FILE", "checkpoint_complete", "consolidate", "copy_sharded_checkpoint", "is_sharded",
-    "join_tensors", "new_data_name", "read_manifest", "read_sharded_checkpoint", "remove_checkpoint_path",
-    "remove_stale_data", "split_tensors", "tensor_key", "write_manifest",
+    "join_tensors", "make_room_for_directory", "new_data_name", "read_manifest", "read_sharded_checkpoint", "remove_checkpoint_path",
+    "remove_stale_data", "room_for_file", "split_tensors", "tensor_key", "write_manifest",
 ]
 
 MANIFEST_FILE = "xtrain.json"
@@ -218,7 +219,7 @@ def copy_sharded_checkpoint(source: PathLike, destination: PathLike) -> None:
     """
     manifest = read_manifest(source)
     target = Path(destination)
-    aside = _make_room_for_directory(target)
+    aside = make_room_for_directory(target)
     name = new_data_name()
     src_data, dst_data = Path(source) / manifest["data"], target / name
     dst_data.mkdir(parents=True)
@@ -233,13 +234,26 @@ def copy_sharded_checkpoint(source: PathLike, destination: PathLike) -> None:
         aside.unlink(missing_ok=True)
 
 
-def _make_room_for_directory(target: Path) -> Path | None:
+def make_room_for_directory(target: Path) -> Path | None:
     """A single-file checkpoint where a directory is to go (the run switched strategy) is moved aside first."""
     if target.is_file() or target.is_symlink():
         aside = target.with_name(f".{target.name}.replaced")
         os.replace(target, aside)
         return aside
     return None
+
+
+@contextmanager
+def room_for_file(path: PathLike) -> Iterator[None]:
+    """A sharded checkpoint directory where a file is to go (the run switched strategy) is moved aside meanwhile."""
+    target = Path(path)
+    aside = target.with_name(f".{target.name}.replaced") if target.is_dir() else None
+    if aside is not None:
+        remove_checkpoint_path(aside)
+        target.replace(aside)
+    yield
+    if aside is not None:
+        remove_checkpoint_path(aside)
 
 
 def remove_checkpoint_path(path: PathLike) -> None:

@@ -28,6 +28,7 @@ from xtrain.core.checkpoint_io import PathLike
 from xtrain.core.defaults.torch_io import atomic_write
 from xtrain.core.sharded_checkpoint import (
     REST_FILE,
+    make_room_for_directory,
     new_data_name,
     remove_checkpoint_path,
     remove_stale_data,
@@ -96,9 +97,7 @@ class ShardedSaver:
         zero = strategy.is_global_zero
         aside = None
         if zero:
-            if target.is_file() or target.is_symlink():  # a single-file checkpoint from another strategy
-                aside = target.with_name(f".{target.name}.replaced")
-                target.replace(aside)
+            aside = make_room_for_directory(target)  # a single-file checkpoint from another strategy
             target.mkdir(parents=True, exist_ok=True)
             remove_stale_data(target)
         # The broadcast also orders rank 0's clean-up before any rank writes into the new data directory.

@@ -8,9 +8,8 @@ the ClusterEnvironment for ranks. What it supports is declared as data that the 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
-from pathlib import Path
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 import torch
@@ -24,6 +23,7 @@ from xtrain.core.sharded_checkpoint import (
     is_sharded,
     read_sharded_checkpoint,
     remove_checkpoint_path,
+    room_for_file,
 )
 
 if TYPE_CHECKING:
@@ -292,7 +292,7 @@ class Strategy(ABC):
     def save_checkpoint(self, checkpoint: dict[str, Any], path: PathLike) -> None:
         """Write a full checkpoint from rank 0 through the CheckpointIO."""
         if self.is_global_zero:
-            with _room_for_file(path):
+            with room_for_file(path):
                 self.checkpoint_io.save_checkpoint(checkpoint, path)
 
     def copy_checkpoint(self, source: PathLike, destination: PathLike) -> None:
@@ -302,7 +302,7 @@ class Strategy(ABC):
         if is_sharded(source):
             copy_sharded_checkpoint(source, destination)
         else:
-            with _room_for_file(destination):
+            with room_for_file(destination):
                 self.checkpoint_io.copy_checkpoint(source, destination)
 
     def load_checkpoint(self, path: PathLike, *, targets: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -328,19 +328,6 @@ class Strategy(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
-
-
-@contextmanager
-def _room_for_file(path: PathLike) -> Iterator[None]:
-    """A sharded checkpoint directory where a file is to go (the run switched strategy) is moved aside meanwhile."""
-    target = Path(path)
-    aside = target.with_name(f".{target.name}.replaced") if target.is_dir() else None
-    if aside is not None:
-        remove_checkpoint_path(aside)
-        target.replace(aside)
-    yield
-    if aside is not None:
-        remove_checkpoint_path(aside)
 
 
 def _connected(value: _T | None, what: str) -> _T:

@@ -23,20 +23,13 @@ from torch import nn
 from typing_extensions import override
 
 from xtrain.core.checkpoint_io import PathLike
-from xtrain.core.errors import CheckpointError, ConfigError
+from xtrain.core.errors import ConfigError
 from xtrain.core.launcher import Launcher
 from xtrain.core.parallel import ParallelStrategy
-from xtrain.core.sharded_checkpoint import (
-    copy_sharded_checkpoint,
-    is_sharded,
-    join_tensors,
-    read_sharded_checkpoint,
-    split_tensors,
-)
+from xtrain.core.sharded_checkpoint import copy_sharded_checkpoint, is_sharded, read_sharded_checkpoint
 from xtrain.core.sharded_saver import ShardedSaver
-from xtrain.core.state_dict import by_name, mark_by_name
 from xtrain.core.strategy import StepName
-from xtrain.strategies._internal import fsdp_setup
+from xtrain.strategies._internal import fsdp_setup, fsdp_state
 from xtrain.strategies._internal.fsdp_setup import ModuleSelector
 from xtrain.strategies._internal.redirect import StepRedirect, call_step
 from xtrain.strategies.launchers import SubprocessScriptLauncher
@@ -186,15 +179,13 @@ class FSDPStrategy(ParallelStrategy):
                 self._optimizers.append(optimizer)
         return optimizers
 
-    def _owner(self, optimizer: torch.optim.Optimizer, *, strict: bool = True) -> nn.Module | None:
+    def _owner(self, optimizer: torch.optim.Optimizer) -> nn.Module:
         first = next((p for g in optimizer.param_groups for p in g["params"]), None)
         for module in self._modules:
             if any(p is first for p in module.parameters()):
                 return module
-        if strict:
-            raise ConfigError("optimizer", type(optimizer).__name__, "does not optimize a module set up by "
-                              f"strategy={self.name!r}.", fix="create it from the set-up module's parameters.")
-        return None
+        raise ConfigError("optimizer", type(optimizer).__name__, "does not optimize a module set up by "
+                          f"strategy={self.name!r}.", fix="create it from the set-up module's parameters.")
 
     # -- the step path ---------------------------------------------------------------------------------------------
     @override
@@ -214,53 +205,26 @@ class FSDPStrategy(ParallelStrategy):
         return nullcontext()
 
     # -- checkpoint content ----------------------------------------------------------------------------------------
-    def _options(self, *, full: bool, strict: bool = True) -> Any:
-        from torch.distributed.checkpoint.state_dict import StateDictOptions
-
-        return StateDictOptions(full_state_dict=full, cpu_offload=full, strict=strict)
-
     @override
     def module_state_dict(self, *, module: nn.Module | None = None) -> dict[str, Any]:
         """Sharded (DTensor) entries, or with ``state_dict_type="full"`` full tensors on rank 0 (empty elsewhere)."""
-        from torch.distributed.checkpoint.state_dict import get_model_state_dict
-
-        return get_model_state_dict(module or self.module, options=self._options(full=self.checkpoint_layout == "full"))
+        return fsdp_state.module_state(module or self.module, full=self.checkpoint_layout == "full")
 
     @override
     def optimizer_state_dict(self, optimizer: torch.optim.Optimizer, *,
                              module: nn.Module | None = None) -> dict[str, Any]:
-        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
-
-        owner = module or self._owner(optimizer)
-        assert owner is not None
-        full = self.checkpoint_layout == "full"
-        return mark_by_name(dict(get_optimizer_state_dict(owner, optimizer, options=self._options(full=full))))
+        return fsdp_state.optimizer_state(module or self._owner(optimizer), optimizer,
+                                          full=self.checkpoint_layout == "full")
 
     @override
     def load_module_state_dict(self, state: dict[str, Any], *, strict: bool = True,
                                module: nn.Module | None = None) -> None:
-        """Load a sharded state (from a directory) or a full one (from a file, any strategy); the copy matters:
-        torch replaces the given dict's entries with shards."""
-        from torch.distributed.checkpoint.state_dict import set_model_state_dict
-
-        full = not _holds_shards(state.values())
-        set_model_state_dict(module or self.module, dict(state), options=self._options(full=full, strict=strict))
+        fsdp_state.load_module_state(module or self.module, state, strict=strict)
 
     @override
     def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: dict[str, Any], *,
                                   module: nn.Module | None = None) -> None:
-        from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
-
-        named = by_name(state)
-        if named is None:
-            raise CheckpointError("the checkpoint's optimizer state is keyed by parameter position, so it cannot be "
-                                  "matched to FSDP's shards. Resave it with xtrain (any strategy keys it by name), or "
-                                  "load only the weights: Trainer.fit(...) without ckpt_path after "
-                                  "module.load_state_dict(...).")
-        full = not _holds_shards(s for entry in named.get("state", {}).values() for s in entry.values())
-        owner = module or self._owner(optimizer)
-        assert owner is not None
-        set_optimizer_state_dict(owner, optimizer, named, options=self._options(full=full))
+        fsdp_state.load_optimizer_state(module or self._owner(optimizer), optimizer, state)
 
     # -- checkpoint IO ---------------------------------------------------------------------------------------------
     @override
@@ -294,23 +258,10 @@ class FSDPStrategy(ParallelStrategy):
         in_place = targets is not None
         if targets is None:
             targets = {"state_dict": self.module, "optimizer_states": self._optimizers} if self._modules else {}
-        template = {key: self._sharded_state(target) for key, target in targets.items()}
+        template = {key: fsdp_state.sharded_template(target, self._owner) for key, target in targets.items()}
         if not in_place:
-            template = {k: _empty_like(v) for k, v in template.items()}
+            template = fsdp_state.empty_like(template)
         return read_sharded_checkpoint(path, template=template)
-
-    def _sharded_state(self, target: Any) -> Any:
-        from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
-
-        if isinstance(target, nn.Module):
-            return get_model_state_dict(target)
-        if isinstance(target, torch.optim.Optimizer):
-            owner = self._owner(target)
-            assert owner is not None
-            return get_optimizer_state_dict(owner, target)
-        if isinstance(target, (list, tuple)):
-            return [self._sharded_state(t) for t in target]
-        return None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(state_dict_type={self.checkpoint_layout!r}, cpu_offload={self.cpu_offload})"
@@ -328,14 +279,3 @@ def _without_gradient_sync(model: Any) -> Iterator[None]:
         yield
     finally:
         model.set_requires_gradient_sync(True)
-
-
-def _holds_shards(values: Any) -> bool:
-    from torch.distributed.tensor import DTensor
-
-    return any(isinstance(v, DTensor) for v in values)
-
-
-def _empty_like(state: Any) -> Any:
-    tensors, rest = split_tensors({"": state})
-    return join_tensors(rest, {k: torch.empty_like(v) for k, v in tensors.items()})[""]
