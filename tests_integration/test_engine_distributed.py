@@ -1,4 +1,5 @@
-"""One path to the hardware: a plain loop on the Engine and the Trainer end with equal weights under real DDP."""
+"""One path to the hardware: a plain loop on the Engine and the Trainer end with equal weights under real DDP and
+FSDP."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from xtrain.core.testing import python_command, run_processes
 SCRIPT = str(Path(__file__).parent / "scripts" / "engine_vs_trainer.py")
 
 
-@pytest.mark.parametrize("strategy", ["ddp", "ddp_spawn"])  # re-exec: engine.launch(); spawn: engine.launch(fn)
-def test_engine_and_trainer_agree_under_two_process_ddp(tmp_path: Path, strategy: str) -> None:
+# re-exec: engine.launch(); spawn: engine.launch(fn); fsdp: sharded, with the optimizer created before sharding
+@pytest.mark.parametrize("strategy", ["ddp", "ddp_spawn", "fsdp"])
+def test_engine_and_trainer_agree_under_two_processes(tmp_path: Path, strategy: str) -> None:
     if strategy not in STRATEGIES:
         pytest.skip(f"{strategy!r} needs xtrain-strategies")
     outs = {mode: tmp_path / f"{mode}.pt" for mode in ("engine", "trainer")}

@@ -49,7 +49,7 @@ def engine_loop(engine: Engine) -> dict[str, torch.Tensor] | None:
             done += 1
             if done == STEPS:
                 break
-    return {k: v.detach().clone() for k, v in module.state_dict().items()} if engine.is_global_zero else None
+    return full_weights(module, engine.is_global_zero)
 
 
 def with_trainer(args: argparse.Namespace) -> dict[str, torch.Tensor] | None:
@@ -59,7 +59,13 @@ def with_trainer(args: argparse.Namespace) -> dict[str, torch.Tensor] | None:
                       logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                       num_sanity_val_steps=0)
     trainer.fit(module, loader())
-    return dict(module.state_dict()) if trainer.is_global_zero else None
+    return full_weights(module, trainer.is_global_zero)
+
+
+def full_weights(module: torch.nn.Module, zero: bool) -> dict[str, torch.Tensor] | None:
+    """The module's weights on rank 0; sharded ones (FSDP's DTensors) are gathered whole by every rank."""
+    state = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in module.state_dict().items()}
+    return {k: v.detach().clone() for k, v in state.items()} if zero else None
 
 
 def main() -> None:

@@ -22,8 +22,10 @@ class Record(Callback):
         self.path = path
 
     def on_train_end(self, trainer: Trainer, module: TrainModule) -> None:
+        # Sharded parameters (FSDP's DTensors) are gathered whole; a collective, so every rank takes part.
+        weights = {k: (v.full_tensor() if hasattr(v, "full_tensor") else v).detach().float().cpu().clone()
+                   for k, v in module.state_dict().items()}
         if trainer.is_global_zero:
-            weights = {k: v.detach().float().cpu().clone() for k, v in module.state_dict().items()}
             torch.save({"losses": list(module.losses), "weights": weights,  # type: ignore[attr-defined]
                         "global_step": trainer.global_step}, self.path)
 

@@ -62,6 +62,18 @@ def test_resume_mid_epoch_equals_the_uninterrupted_run(tmp_path: Path) -> None:
     assert same_weights(full, resumed)
 
 
+def test_resume_from_a_step_checkpoint_at_the_last_batch_of_an_epoch(tmp_path: Path) -> None:
+    """Saved after the epoch's last step, before its end: resuming must run the next epoch in full."""
+    full = run(tmp_path / "full", max_epochs=2)
+    every = ModelCheckpoint(every_n_train_steps=8, save_last=True, save_top_k=0)  # 8 batches per epoch
+    run(tmp_path / "part", max_steps=8, callbacks=[every])
+    ckpt = torch.load(tmp_path / "part" / "checkpoints" / "last.ckpt", weights_only=True)
+    assert ckpt["loops"]["batches_in_epoch"] == 8 and ckpt["loops"]["epoch"] == 0
+    resumed = run(tmp_path / "part", max_epochs=2, ckpt_path="last",
+                  callbacks=[ModelCheckpoint(every_n_train_steps=8, save_last=True, save_top_k=0)])
+    assert same_weights(full, resumed)
+
+
 def test_checkpoint_contents_and_manifest(tmp_path: Path) -> None:
     run(tmp_path, max_epochs=1)
     ckpt = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)

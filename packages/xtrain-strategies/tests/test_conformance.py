@@ -57,3 +57,10 @@ class TestDDP2(StrategyConformance):
 
     strategy = "ddp2"
     devices = 1
+
+
+class TestFSDP(StrategyConformance):
+    """Sharded checkpoints: the probe saves a directory and reads it back into its shards."""
+
+    strategy = "fsdp"
+    devices = 2

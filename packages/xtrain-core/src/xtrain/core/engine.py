@@ -20,7 +20,6 @@ from torch import nn
 from xtrain.core._internal.data import prepare_dataloader, resumable_sampler
 from xtrain.core._internal.engine_module import EngineModule, unwrap
 from xtrain.core._internal.resolve import resolve
-from xtrain.core._internal.state_dict import load_optimizer_state, optimizer_state
 from xtrain.core._internal.versions import xtrain_versions
 from xtrain.core.errors import ConfigError
 from xtrain.core.seed import seed_everything
@@ -288,9 +287,10 @@ class Engine:
 
     # -- checkpoints ------------------------------------------------------------------------------------------------
     def save(self, path: str | Path, state: Mapping[str, Any]) -> None:
-        """Save modules, optimizers and plain values through the strategy's CheckpointIO. Every rank must call it.
+        """Save modules, optimizers and plain values through the strategy. Every rank must call it.
 
-        Modules are stored unwrapped and optimizers keyed by parameter name, so the file loads under any strategy.
+        Modules are stored unwrapped and optimizers keyed by parameter name, so the checkpoint loads under any
+        strategy; a sharding strategy (``fsdp``) writes a directory in which every rank stores its shards.
         """
         checkpoint: dict[str, Any] = {"xtrain": {
             "format_version": 1, "strategy": self._strategy.name, "world_size": self.world_size,
@@ -304,9 +304,13 @@ class Engine:
     def load(self, path: str | Path, state: dict[str, Any] | None = None, *, strict: bool = True) -> dict[str, Any]:
         """Load a checkpoint written by :meth:`save`; objects in ``state`` are restored in place.
 
+        A sharded checkpoint from any world size is read straight into the modules' and optimizers' shards.
         Returns the checkpoint's entries that ``state`` did not name (everything when ``state`` is ``None``).
         """
-        checkpoint = self._strategy.load_checkpoint(path)
+        targets: dict[str, Any] = {key: unwrap(target) if isinstance(target, nn.Module) else target
+                                   for key, target in (state or {}).items()
+                                   if isinstance(target, (nn.Module, torch.optim.Optimizer))}
+        checkpoint = self._strategy.load_checkpoint(path, targets=targets)
         checkpoint.pop("xtrain", None)
         for key, target in (state or {}).items():
             if key not in checkpoint:
@@ -316,9 +320,9 @@ class Engine:
                 continue
             saved = checkpoint.pop(key)
             if isinstance(target, nn.Module):
-                unwrap(target).load_state_dict(saved, strict=strict)
+                self._strategy.load_module_state_dict(saved, strict=strict, module=unwrap(target))
             elif isinstance(target, torch.optim.Optimizer):
-                load_optimizer_state(self._owner(target), target, saved)
+                self._strategy.load_optimizer_state_dict(target, saved, module=self._owner(target))
             elif isinstance(target, dict):
                 target.update(saved)
             else:
@@ -334,9 +338,9 @@ class Engine:
 
     def _state_of(self, value: Any) -> Any:
         if isinstance(value, nn.Module):
-            return unwrap(value).state_dict()
+            return self._strategy.module_state_dict(module=unwrap(value))
         if isinstance(value, torch.optim.Optimizer):
-            return optimizer_state(self._owner(value), value)
+            return self._strategy.optimizer_state_dict(value, module=self._owner(value))
         if hasattr(value, "state_dict") and callable(value.state_dict):
             return value.state_dict()
         return value

@@ -18,6 +18,13 @@ from torch import nn
 from xtrain.core._internal.apply import move_to_device
 from xtrain.core._internal.state_dict import load_optimizer_state, optimizer_state
 from xtrain.core.errors import ConfigError
+from xtrain.core.sharded_checkpoint import (
+    copy_sharded_checkpoint,
+    is_sharded,
+    read_sharded_checkpoint,
+    remove_checkpoint_path,
+    room_for_file,
+)
 
 if TYPE_CHECKING:
     from xtrain.core.accelerator import Accelerator
@@ -43,7 +50,8 @@ class Strategy(ABC):
         supported_precisions: Precision names it accepts; ``None`` means any.
         needs_dist_backend: Whether the accelerator must declare a ``torch.distributed`` backend.
         max_devices: The most devices per node it drives (``1`` for single-device strategies), ``None`` for any.
-        checkpoint_layout: ``"full"`` (one file) or ``"sharded"`` (a directory, every rank writes).
+        checkpoint_layout: ``"full"`` (one file) or ``"sharded"`` (a directory, every rank writes); a strategy with
+            both may set it per instance.
         handles_gradient_accumulation: Whether it accumulates gradients itself (Horovod), so loops must not.
     """
 
@@ -52,7 +60,7 @@ class Strategy(ABC):
     supported_precisions: ClassVar[frozenset[str] | None] = None
     needs_dist_backend: ClassVar[bool] = False
     max_devices: ClassVar[int | None] = None
-    checkpoint_layout: ClassVar[Literal["full", "sharded"]] = "full"
+    checkpoint_layout: Literal["full", "sharded"] = "full"
     handles_gradient_accumulation: ClassVar[bool] = False
 
     def __init__(self, *, accelerator: Accelerator | None = None, precision: Precision | None = None,
@@ -270,36 +278,60 @@ class Strategy(ABC):
         return lambda: agreed
 
     # -- checkpoint content and IO ----------------------------------------------------------------------------
-    def module_state_dict(self) -> dict[str, Any]:
+    # ``module`` names one of several set-up modules (the Engine's); the default is :attr:`module`.
+    def module_state_dict(self, *, module: nn.Module | None = None) -> dict[str, Any]:
         """The module's state, keyed by parameter names (no wrapper prefixes)."""
-        return self.module.state_dict()
+        return (module or self.module).state_dict()
 
-    def load_module_state_dict(self, state: dict[str, Any], *, strict: bool = True) -> None:
-        self.module.load_state_dict(state, strict=strict)
+    def load_module_state_dict(self, state: dict[str, Any], *, strict: bool = True,
+                               module: nn.Module | None = None) -> None:
+        (module or self.module).load_state_dict(state, strict=strict)
 
-    def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    def optimizer_state_dict(self, optimizer: torch.optim.Optimizer, *,
+                             module: nn.Module | None = None) -> dict[str, Any]:
         """The optimizer's state keyed by parameter names, so it loads under any strategy."""
-        return optimizer_state(self.module, optimizer)
+        return optimizer_state(module or self.module, optimizer)
 
-    def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
-        load_optimizer_state(self.module, optimizer, state)
+    def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: dict[str, Any], *,
+                                  module: nn.Module | None = None) -> None:
+        load_optimizer_state(module or self.module, optimizer, state)
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: PathLike) -> None:
         """Write a full checkpoint from rank 0 through the CheckpointIO."""
         if self.is_global_zero:
-            self.checkpoint_io.save_checkpoint(checkpoint, path)
+            with room_for_file(path):
+                self.checkpoint_io.save_checkpoint(checkpoint, path)
 
     def copy_checkpoint(self, source: PathLike, destination: PathLike) -> None:
-        """Copy a checkpoint this strategy saved (rank 0 for full checkpoints)."""
-        if self.is_global_zero:
-            self.checkpoint_io.copy_checkpoint(source, destination)
+        """Copy a checkpoint this strategy saved (rank 0; a sharded directory is copied with hard links)."""
+        if not self.is_global_zero:
+            return
+        if is_sharded(source):
+            copy_sharded_checkpoint(source, destination)
+        else:
+            with room_for_file(destination):
+                self.checkpoint_io.copy_checkpoint(source, destination)
 
-    def load_checkpoint(self, path: PathLike) -> dict[str, Any]:
+    def load_checkpoint(self, path: PathLike, *, targets: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Read a checkpoint, a single file or a sharded directory written at any world size.
+
+        Args:
+            path: The checkpoint.
+            targets: The live objects the checkpoint's entries are about to be loaded into, by key (a module, an
+                optimizer, or a list of optimizers). Sharded strategies read their shards straight into them;
+                others read every tensor whole and ignore it.
+        """
+        if is_sharded(path):
+            self.checkpoint_io.wait()
+            return read_sharded_checkpoint(path)
         return self.checkpoint_io.load_checkpoint(path)
 
     def remove_checkpoint(self, path: PathLike) -> None:
         if self.is_global_zero:
-            self.checkpoint_io.remove_checkpoint(path)
+            if is_sharded(path):
+                remove_checkpoint_path(path)
+            else:
+                self.checkpoint_io.remove_checkpoint(path)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

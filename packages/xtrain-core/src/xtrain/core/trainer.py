@@ -15,7 +15,12 @@ from typing import Any, Literal
 
 import torch
 
-from xtrain.core._internal.checkpointing import build_checkpoint, find_checkpoint, restore_checkpoint
+from xtrain.core._internal.checkpointing import (
+    build_checkpoint,
+    find_checkpoint,
+    restore_checkpoint,
+    restore_targets,
+)
 from xtrain.core._internal.data import batch_limit, prepare_dataloader, resumable_sampler
 from xtrain.core._internal.hooks import HookDispatcher
 from xtrain.core._internal.loops.evaluation import run_evaluation, run_predict
@@ -312,7 +317,9 @@ class Trainer:
         try:
             self._setup(stage)
             if ckpt_path is not None:
-                restore_checkpoint(self, self.strategy.load_checkpoint(ckpt_path), ckpt_path, fitting=stage == "fit")
+                fitting = stage == "fit"
+                loaded = self.strategy.load_checkpoint(ckpt_path, targets=restore_targets(self, fitting=fitting))
+                restore_checkpoint(self, loaded, ckpt_path, fitting=fitting)
             self._setup_loggers()
             output = self._run_stage(stage)
             if return_state:

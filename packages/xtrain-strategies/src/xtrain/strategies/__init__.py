@@ -1,4 +1,4 @@
-"""xtrain-strategies: the DDP family, DP, DDP2, their launchers and the cluster environments.
+"""xtrain-strategies: the DDP family, DP, DDP2, FSDP, their launchers and the cluster environments.
 
 Everything here is found by name through entry points (``Trainer(strategy="ddp")``, ``plugins=["slurm"]``); the
 classes are importable for users who want to pass options. Names are imported on first use, so importing this
@@ -26,17 +26,18 @@ if TYPE_CHECKING:
         SLURMEnvironment,
         TorchElasticEnvironment,
     )
+    from xtrain.strategies.fsdp import FSDPStrategy
     from xtrain.strategies.launchers import MultiprocessingLauncher, SubprocessScriptLauncher
 
 __all__ = [
     "DDP2Strategy", "DDPForkStrategy", "DDPNotebookStrategy", "DDPSpawnStrategy", "DDPStrategy",
-    "DataParallelStrategy", "KubeflowEnvironment", "LSFEnvironment", "MPIEnvironment", "MultiprocessingLauncher",
+    "DataParallelStrategy", "FSDPStrategy", "KubeflowEnvironment", "LSFEnvironment", "MPIEnvironment", "MultiprocessingLauncher",
     "SLURMEnvironment", "SubprocessScriptLauncher", "TorchElasticEnvironment", "__version__",
 ]
 
 _WHERE = {
     "DDPStrategy": "ddp", "DDPSpawnStrategy": "ddp", "DDPForkStrategy": "ddp", "DDPNotebookStrategy": "ddp",
-    "DDP2Strategy": "ddp2", "DataParallelStrategy": "dp",
+    "DDP2Strategy": "ddp2", "DataParallelStrategy": "dp", "FSDPStrategy": "fsdp",
     "KubeflowEnvironment": "environments", "LSFEnvironment": "environments", "MPIEnvironment": "environments",
     "SLURMEnvironment": "environments", "TorchElasticEnvironment": "environments",
     "MultiprocessingLauncher": "launchers", "SubprocessScriptLauncher": "launchers",

@@ -14,11 +14,12 @@ from xtrain.core._internal.hparams import checkpoint_safe
 from xtrain.core._internal.rng import collect_rng_states
 from xtrain.core._internal.versions import xtrain_versions
 from xtrain.core.errors import CheckpointError, ConfigError
+from xtrain.core.sharded_checkpoint import checkpoint_complete
 
 if TYPE_CHECKING:
     from xtrain.core.trainer import Trainer
 
-__all__ = ["FORMAT_VERSION", "build_checkpoint", "find_checkpoint", "manifest", "restore_checkpoint"]
+__all__ = ["FORMAT_VERSION", "build_checkpoint", "find_checkpoint", "manifest", "restore_checkpoint", "restore_targets"]
 
 FORMAT_VERSION = 1
 
@@ -64,6 +65,14 @@ def build_checkpoint(trainer: Trainer, *, weights_only: bool = False) -> dict[st
     if sampler is not None:
         checkpoint["sampler"] = sampler.state_dict()
     return checkpoint
+
+
+def restore_targets(trainer: Trainer, *, fitting: bool) -> dict[str, Any]:
+    """What a checkpoint's entries are loaded into; sharded strategies read their shards straight into these."""
+    targets: dict[str, Any] = {"state_dict": trainer.strategy.module}
+    if fitting:
+        targets["optimizer_states"] = list(trainer.optimizers)
+    return targets
 
 
 def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fitting: bool) -> None:
@@ -115,7 +124,8 @@ def find_checkpoint(trainer: Trainer, ckpt_path: str | Path) -> str:
         return str(best)
     if ckpt_path == "last":
         candidates = [Path(p) for cb in trainer.checkpoint_callbacks for p in cb.last_checkpoint_candidates(trainer)]
-        existing = [p for p in candidates if p.exists()]
+        # A sharded directory whose manifest is missing was interrupted mid-save: never the one to resume from.
+        existing = [p for p in candidates if checkpoint_complete(p)]
         if not existing:
             raise ConfigError("ckpt_path", ckpt_path, f"found no 'last' checkpoint (looked for "
                               f"{sorted({str(p) for p in candidates}) or 'nothing: checkpointing is off'}).",

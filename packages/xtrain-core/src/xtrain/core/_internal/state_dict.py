@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["load_optimizer_state", "optimizer_state"]
+__all__ = ["by_name", "load_optimizer_state", "mark_by_name", "optimizer_state"]
 
 _BY_NAME = "xtrain_keyed_by_name"
 
@@ -56,3 +56,16 @@ def load_optimizer_state(module: nn.Module, optimizer: torch.optim.Optimizer, st
               for saved, names_now in zip(state["param_groups"], current, strict=True)]
     positional = {name_to_position[n]: s for n, s in state["state"].items() if n in name_to_position}
     optimizer.load_state_dict({"state": positional, "param_groups": groups})
+
+
+def mark_by_name(state: dict[str, Any]) -> dict[str, Any]:
+    """Mark an optimizer state whose ``state`` and ``params`` are already keyed by parameter names (e.g. from
+    ``torch.distributed.checkpoint.state_dict.get_optimizer_state_dict``)."""
+    return {**state, _BY_NAME: True}
+
+
+def by_name(state: dict[str, Any]) -> dict[str, Any] | None:
+    """The name-keyed optimizer state without its mark, or ``None`` if ``state`` is positional."""
+    if not state.get(_BY_NAME):
+        return None
+    return {k: v for k, v in state.items() if k != _BY_NAME}

@@ -35,10 +35,10 @@ class Probe(Callback):
         s = trainer.strategy
         rank, world = s.global_rank, s.world_size
         one = torch.tensor(float(rank + 1))
-        params = torch.cat([p.detach().float().reshape(-1).cpu() for p in module.parameters()])
+        params = torch.cat([_full(p.detach()).float().reshape(-1).cpu() for p in module.parameters()])
         ckpt = self.out / "probe.ckpt"
         trainer.save_checkpoint(ckpt)
-        loaded = s.load_checkpoint(ckpt) if s.checkpoint_layout == "full" else {}
+        loaded = s.load_checkpoint(ckpt)  # a file, or a sharded directory read into this rank's shards
         record = {
             "rank": rank, "world_size": world, "local_rank": s.local_rank,
             "device_type": s.root_device.type, "losses": getattr(module, "losses", []),
@@ -54,12 +54,24 @@ class Probe(Callback):
             "any_rank_zero": s.reduce_boolean_decision(rank == 0, all=False),
             "all_rank_zero": s.reduce_boolean_decision(rank == 0, all=True),
             "checkpoint_keys": sorted(loaded.keys()), "checkpoint_manifest": loaded.get("xtrain", {}),
-            "checkpoint_params_equal": bool(loaded) and all(
-                torch.equal(loaded["state_dict"][k].cpu(), v.detach().cpu())
-                for k, v in s.module_state_dict().items()),
+            "checkpoint_params_equal": _same_state(loaded.get("state_dict", {}), s.module_state_dict()),
         }
         s.barrier("probe")
         (self.out / f"rank{rank}.json").write_text(json.dumps(record, default=str))
+
+
+def _full(tensor: torch.Tensor) -> torch.Tensor:
+    """A sharded tensor (DTensor) gathered whole; every rank must call it in the same order."""
+    full = getattr(tensor, "full_tensor", None)
+    return full() if callable(full) else tensor
+
+
+def _same_state(loaded: dict[str, Any], live: dict[str, Any]) -> bool:
+    """Whether the loaded state equals the live one (full-layout strategies hold the state on rank 0 only)."""
+    if not live:
+        return False
+    return loaded.keys() >= live.keys() and all(
+        torch.equal(_full(loaded[k]).cpu(), _full(v.detach()).cpu()) for k, v in sorted(live.items()))
 
 
 def main(argv: list[str]) -> int:

@@ -1,4 +1,4 @@
-"""``xtrain checkpoint``: look inside checkpoints."""
+"""``xtrain checkpoint``: look inside checkpoints, and turn sharded ones into one file."""
 
 from __future__ import annotations
 
@@ -22,13 +22,32 @@ def add_checkpoint_actions(parser: Any) -> None:
     inspect = ArgumentParser(description="Print a checkpoint's manifest (how it was written) and its contents.")
     inspect.add_argument("path", type=str, help="A checkpoint file or sharded checkpoint directory.")
     commands.add_subcommand("inspect", inspect, help="print the manifest and the keys")
+    consolidate = ArgumentParser(description="Write a sharded checkpoint (a directory written by every rank, e.g. "
+                                 "under strategy='fsdp') as one file that plain torch.load(weights_only=True) reads. "
+                                 "No process group or GPU is needed.")
+    consolidate.add_argument("src", type=str, help="The sharded checkpoint directory.")
+    consolidate.add_argument("dst", type=str, help="The file to write.")
+    commands.add_subcommand("consolidate", consolidate, help="turn a sharded checkpoint into one file")
 
 
 def run_checkpoint(cfg: Any) -> int:
     from xtrain.core.defaults.torch_io import read_checkpoint_file
+    from xtrain.core.sharded_checkpoint import consolidate, is_sharded, read_manifest
 
     if cfg.action == "inspect":
-        checkpoint = read_checkpoint_file(cfg.inspect.path)
-        print(json.dumps({"manifest": checkpoint.get("xtrain", {}), "keys": sorted(checkpoint)}, indent=2))
+        path = cfg.inspect.path
+        if is_sharded(path):
+            manifest = read_manifest(path)["xtrain"]
+            keys = sorted([*read_checkpoint_file(f"{path}/{read_manifest(path)['data']}/rest.pt"), "xtrain"])
+        else:
+            checkpoint = read_checkpoint_file(path)
+            manifest, keys = checkpoint.get("xtrain", {}), sorted(checkpoint)
+        print(json.dumps({"manifest": manifest, "keys": keys}, indent=2))
+        return 0
+    if cfg.action == "consolidate":
+        manifest = consolidate(cfg.consolidate.src, cfg.consolidate.dst)
+        print(f"wrote {cfg.consolidate.dst} (one file, trained by {manifest.get('strategy')!r} on "
+              f"{manifest.get('world_size')} rank(s)); load it with torch.load(path, weights_only=True) or "
+              f"ckpt_path={cfg.consolidate.dst!r}")
         return 0
     return 2

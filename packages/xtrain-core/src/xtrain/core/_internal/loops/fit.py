@@ -63,7 +63,15 @@ class FitLoop:
         loader = t.train_dataloader
         sampler = resumable_sampler(loader)
         resumed = p.batches_in_epoch > 0
+        total = t.num_training_batches
         t._metrics.begin("train")
+        if resumed and p.batches_in_epoch >= total:
+            # Saved after the epoch's last step but before its end: only the epoch end is left. Iterating would
+            # leave the sampler's resume offset pending (samplers are lazy) and empty the next epoch.
+            t._pending_sampler = None
+            t._restore_pending_rng()
+            self._epoch_end(True)
+            return
         if not resumed:
             t._restore_pending_rng()
             t._hooks.call("on_train_epoch_start")
@@ -76,7 +84,6 @@ class FitLoop:
             if sampler is None:
                 self._skip_by_loading(data, p.batches_in_epoch)
             t._restore_pending_rng()
-        total = t.num_training_batches
         completed = self._batches(data, total)
         self._epoch_end(completed)
 
