@@ -164,6 +164,14 @@ class Strategy(ABC):
         """Wrap or move the optimizers created for the set-up module (Horovod wraps them); default: unchanged."""
         return optimizers
 
+    def set_gradient_accumulation(self, batches: int) -> None:
+        """Receive the Trainer's ``accumulate_grad_batches`` at the start of every fit, before :meth:`setup_optimizers`.
+
+        Only strategies that set :attr:`handles_gradient_accumulation` need it: the fit loop then neither skips their
+        gradient synchronization nor divides the loss, so they must know the window themselves (Horovod hands it to
+        its optimizer as ``backward_passes_per_step`` and averages the loss over it). The default ignores it.
+        """
+
     def wrap_module(self, module: nn.Module) -> nn.Module:
         """Wrap the module for distribution (DDP, FSDP); the default returns it unchanged."""
         return module
@@ -214,6 +222,16 @@ class Strategy(ABC):
                 set up several.
         """
         return nullcontext()
+
+    def join(self) -> int | None:
+        """Called by the fit loop on every rank when this rank's training data for the epoch has run out.
+
+        Strategies that support uneven inputs (ranks with different numbers of batches) wait here, serving the
+        gradient all-reduces of the ranks that still have batches, then give every rank the model and optimizer
+        state of the rank that finished last and return that rank, so the loop adopts its progress. The default
+        returns ``None``: nothing to do (inputs are even, e.g. with the distributed sampler).
+        """
+        return None
 
     def clip_gradients(self, optimizer: torch.optim.Optimizer, *, value: float,
                        algorithm: Literal["norm", "value"] = "norm") -> torch.Tensor | None:
