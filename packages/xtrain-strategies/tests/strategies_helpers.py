@@ -114,7 +114,7 @@ def _restore_environment() -> Iterator[None]:
 
 
 def clear_cluster_variables(monkeypatch: pytest.MonkeyPatch, keep: Sequence[str] = ()) -> None:
-    prefixes = ("SLURM_", "OMPI_", "PMI_", "PMIX_", "LSB_", "JSM_", "TORCHELASTIC_", "MPI_LOCAL")
+    prefixes = ("SLURM_", "OMPI_", "PMI_", "PMIX_", "LSB_", "JSM_", "TORCHELASTIC_", "MPI_LOCAL", "HOROVOD_")
     for name in list(os.environ):
         cluster = name.startswith(prefixes) or name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
                                                         "GROUP_RANK", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT")

@@ -53,6 +53,7 @@ class Model(TinyClassifier):
         x, y, index = batch
         self.seen.append(index.tolist())
         loss = torch.nn.functional.cross_entropy(self(x), y)
+        self.losses.append(float(loss.detach()))
         self.log("rank_value", float(self.global_rank), sync_dist=True, reduce_fx="sum")
         self.log("rank_metric", float(self.global_rank), on_epoch=True, on_step=False)
         self.log("synced_loss", loss, sync_dist=True, on_epoch=True, on_step=False)
@@ -102,7 +103,9 @@ class Record(Callback):
         params = {k: v.detach().cpu().flatten().tolist() for k, v in module.state_dict().items()}
         gathered = s.all_gather(torch.tensor([float(s.global_rank), 10.0 + s.global_rank]))
         lrs = [group["lr"] for opt in trainer.optimizers for group in opt.param_groups]
-        record = {"rank": s.global_rank, "lrs": lrs, "world_size": s.world_size, "local_rank": s.local_rank,
+        communication = getattr(s, "communication", None)
+        record = {"rank": s.global_rank, "lrs": lrs, "communication": vars(communication) if communication else None,
+                  "losses": module.losses, "world_size": s.world_size, "local_rank": s.local_rank,
                   "node_rank": s.node_rank, "global_step": trainer.global_step, "params": params,
                   "seen": module.seen, "epochs": self.epochs, "all_gather": gathered.cpu().tolist(),
                   "metrics": {k: float(v) for k, v in trainer.callback_metrics.items()},
@@ -137,6 +140,12 @@ def main(settings: dict[str, Any]) -> None:
         return
     model = Model(settings)
     trainer.fit(model, loader)
+    if trainer.world_size > 1:  # what fit left in the model, after the strategy's teardown
+        communication = getattr(trainer.strategy, "communication", None)
+        final = {"params": {k: v.detach().cpu().flatten().tolist() for k, v in model.state_dict().items()},
+                 "communication": vars(communication) if communication else None,
+                 "rounds": getattr(trainer.strategy, "rounds", None)}
+        (out / f"after_fit_rank{trainer.global_rank}.json").write_text(json.dumps(final))
     if settings.get("second_fit"):
         zero = trainer.is_global_zero  # the caller under spawn/fork; rank 0 under the re-exec launcher
         if zero:

@@ -224,12 +224,15 @@ class Strategy(ABC):
         return nullcontext()
 
     def join(self) -> int | None:
-        """Called by the fit loop on every rank when this rank's training data for the epoch has run out.
+        """Where the ranks come together: called by the fit loop on every rank when this rank's training batches for
+        the epoch are done (its data ran out, or training stopped), before the epoch-end hooks.
 
         Strategies that support uneven inputs (ranks with different numbers of batches) wait here, serving the
         gradient all-reduces of the ranks that still have batches, then give every rank the model and optimizer
-        state of the rank that finished last and return that rank, so the loop adopts its progress. The default
-        returns ``None``: nothing to do (inputs are even, e.g. with the distributed sampler).
+        state of the rank that finished last and return that rank, so the loop adopts its progress (Horovod's
+        ``hvd.join``). Strategies whose ranks train diverging replicas average them here, so validation,
+        epoch-end checkpoints and the trained model are one model. The default does nothing and returns ``None``
+        (nothing for the loop to adopt).
         """
         return None
 
