@@ -7,11 +7,13 @@ Settings: ``out`` (directory for the per-rank records), Trainer hardware argumen
 (``{"rank": R, "step": S, "how": "raise"|"sigkill"}``), ``early_stopping``, ``second_fit`` (fit again with twice
 the steps), ``manual`` (manual optimization), ``accumulate``, ``epochs``, ``strategy_options`` (keyword arguments
 for the registered strategy class), ``scheduler`` (a per-step StepLR), ``uneven`` (rank 0 gets that many extra
-batches; no distributed sampler). Each rank writes ``rank<N>.json``.
+batches; no distributed sampler), ``strategy_class`` (``"module:Class"`` to build the strategy from). Each rank
+writes ``rank<N>.json`` (at the end of training) and ``after_fit_rank<N>.json`` (after ``fit`` returned).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -127,8 +129,12 @@ def main(settings: dict[str, Any]) -> None:
         # Only rank 1 wants to stop (its unsynced metric passes the threshold); all ranks must stop together.
         callbacks.append(EarlyStopping("rank_metric", mode="max", stopping_threshold=0.5, check_on_train_epoch_end=True))
     hardware = {k: settings[k] for k in ("strategy", "devices", "num_nodes", "accelerator", "plugins") if k in settings}
-    if "strategy_options" in settings:
+    if "strategy_options" in settings and "strategy" in settings:
         hardware["strategy"] = STRATEGIES.load(settings["strategy"])(**settings["strategy_options"])
+    if "strategy_class" in settings:  # "module:Class", with its options
+        module, _, attribute = settings["strategy_class"].partition(":")
+        cls = getattr(importlib.import_module(module), attribute)
+        hardware["strategy"] = cls(**settings.get("strategy_options", {}))
     trainer = Trainer(max_steps=settings.get("max_steps", 8), max_epochs=settings.get("epochs", -1), logger=False,
                       enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False,
                       default_root_dir=str(out), num_sanity_val_steps=0, callbacks=callbacks,
