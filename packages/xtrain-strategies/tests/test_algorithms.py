@@ -125,13 +125,13 @@ def _trainer(**kwargs: Any) -> Trainer:
 
 @pytest.mark.filterwarnings("ignore:precision='16-mixed' on the CPU")
 def test_invalid_options_are_config_errors() -> None:
-    with pytest.raises(ConfigError, match="^period=0"):
+    with pytest.raises(ConfigError, match=r"^period=0"):
         LocalSGDStrategy(period=0)
-    with pytest.raises(ConfigError, match="^peers='star'"):
+    with pytest.raises(ConfigError, match=r"^peers='star'"):
         LocalSGDStrategy(peers="star")  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="^interval_ms=-1"):
+    with pytest.raises(ConfigError, match=r"^interval_ms=-1"):
         AsyncModelAveragingStrategy(interval_ms=-1)
-    with pytest.raises(ConfigError, match="^comm_hook=.*is set by CompressedDDPStrategy itself"):
+    with pytest.raises(ConfigError, match=r"^comm_hook=.*is set by CompressedDDPStrategy itself"):
         CompressedDDPStrategy(comm_hook=lambda state, bucket: None)
-    with pytest.raises(ConfigError, match="^precision='16-mixed': strategy='local_sgd' averages on optimizer steps"):
+    with pytest.raises(ConfigError, match=r"^precision='16-mixed': strategy='local_sgd' averages on optimizer steps"):
         _trainer(strategy="local_sgd", devices=2, precision="16-mixed")

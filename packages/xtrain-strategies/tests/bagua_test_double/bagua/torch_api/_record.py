@@ -10,7 +10,10 @@ def record(call: str, **details: Any) -> None:
     if not base:
         return
     path = f"{base}.rank{os.environ.get('RANK', '?')}.json"
-    calls = json.loads(open(path).read()) if os.path.exists(path) else []
+    calls = []
+    if os.path.exists(path):
+        with open(path) as f:
+            calls = json.load(f)
     calls.append({"call": call, **details})
     with open(path, "w") as f:
         json.dump(calls, f)
