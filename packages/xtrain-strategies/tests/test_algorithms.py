@@ -78,6 +78,14 @@ def test_converges_and_ranks_end_equal(train: Callable[..., Run], ddp_reference:
         assert first["rounds"] > 0
 
 
+@pytest.mark.parametrize("name", ["ddp_fp16_compress", "async_model_averaging"])
+def test_spawn_pickles_the_strategy_to_its_workers(train: Callable[..., Run], name: str) -> None:
+    """Hooks, locks and threads must survive ``start_method="spawn"`` (the strategy travels to the workers)."""
+    run = train({**SETTINGS, "max_steps": 8, "strategy": name, "strategy_options": {"start_method": "spawn"}})
+    assert [r["rank"] for r in run.records] == [0, 1]
+    assert_close(run.params(0), run.params(1), tol=0.0)
+
+
 class TestFp16CompressConformance(StrategyConformance):
     strategy = "ddp_fp16_compress"
     devices = 2

@@ -54,6 +54,18 @@ class AsyncModelAveragingStrategy(ReplicaStrategy):
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable for ``start_method="spawn"``: the thread, its lock and events are made anew in each process."""
+        state = dict(self.__dict__)
+        for key in ("_lock", "_stop", "_thread", "_group", "_error"):
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock, self._stop, self._thread, self._group, self._error = (threading.Lock(), threading.Event(), None,
+                                                                          None, None)
+
     @override
     def setup_environment(self) -> None:
         super().setup_environment()

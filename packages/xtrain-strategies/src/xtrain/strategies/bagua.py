@@ -89,7 +89,7 @@ class BaguaStrategy(DDPStrategy):
         if algorithm not in ALGORITHMS:
             raise ConfigError("algorithm", algorithm, "is not a Bagua algorithm.", choices=list(ALGORITHMS),
                               fix="write algorithm='gradient_allreduce'.")
-        self.bagua = bagua_or_error(algorithm)  # before anything starts: strategy="bagua" fails here without it
+        bagua_or_error(algorithm)  # before anything starts: strategy="bagua" fails here without it
         options = {k: kwargs.pop(k) for k in list(kwargs) if k in _STRATEGY_OPTIONS}
         super().__init__(**options)
         self.algorithm: BaguaAlgorithm = algorithm
@@ -106,8 +106,9 @@ class BaguaStrategy(DDPStrategy):
                            "LOCAL_RANK": str(self.local_rank), "LOCAL_WORLD_SIZE": str(self.processes_per_node),
                            "NODE_RANK": str(self.node_rank)})
         self.accelerator.setup_device(self.root_device)  # Bagua requires torch.cuda.set_device first
-        if not self.bagua.communication.is_initialized():
-            self.bagua.init_process_group()  # also the torch.distributed group the watchdog and collectives use
+        bagua = bagua_or_error(self.algorithm)
+        if not bagua.communication.is_initialized():
+            bagua.init_process_group()  # also the torch.distributed group the watchdog and collectives use
         self.start_watchdog()
         stopped = self._async_algorithm()
         if stopped is not None:  # a second fit: the last teardown aborted Bagua's background averaging

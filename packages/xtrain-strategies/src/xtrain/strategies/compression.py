@@ -17,11 +17,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-import torch
 from typing_extensions import override
 
 from xtrain.core.errors import ConfigError
-from xtrain.strategies._internal.comm_hooks import CommStats, HookState, cast_hook, int8_hook
+from xtrain.strategies._internal.comm_hooks import CommStats, HookState, bf16_hook, fp16_hook, int8_hook
 from xtrain.strategies.ddp import DDPStrategy
 
 __all__ = ["CompressedDDPStrategy", "DDPBf16CompressStrategy", "DDPFp16CompressStrategy", "DDPInt8CompressStrategy",
@@ -55,8 +54,7 @@ class CompressedDDPStrategy(DDPStrategy):
         self.compression: GradientCompression = compression
         self.communication = CommStats()
         self.comm_hook_state = HookState(stats=self.communication, chunk_size=chunk_size)
-        self.comm_hook = int8_hook if compression == "int8" else cast_hook(
-            torch.float16 if compression == "fp16" else torch.bfloat16)
+        self.comm_hook = {"fp16": fp16_hook, "bf16": bf16_hook, "int8": int8_hook}[compression]
 
     @override
     def __repr__(self) -> str:

@@ -32,7 +32,7 @@ from xtrain.core.launcher import Launcher
 from xtrain.core.parallel import ParallelStrategy
 from xtrain.core.strategy import ReduceOp
 from xtrain.strategies._internal.horovod_optimizer import HorovodOptimizers
-from xtrain.strategies._internal.horovod_runtime import BUILD_FIX, horovod_or_error, horovod_store
+from xtrain.strategies._internal.horovod_runtime import horovod_or_error, horovod_store
 from xtrain.strategies.launchers import HorovodLauncher, SubprocessScriptLauncher
 
 __all__ = ["Compression", "HorovodStrategy"]
@@ -123,10 +123,11 @@ class HorovodStrategy(ParallelStrategy):
         if not hvd.is_initialized():
             hvd.init()
         if (hvd.size(), hvd.rank()) != (self.world_size, self.global_rank):
+            alone = " (Horovod found no rendezvous and assumed one process)" if hvd.size() == 1 else ""
             raise ConfigError("plugins", type(self.environment).__name__, f"says rank {self.global_rank} of "
-                              f"{self.world_size}, but Horovod says rank {hvd.rank()} of {hvd.size()}.",
-                              fix="let xtrain detect the launcher (do not pass a cluster environment), or start the "
-                                  f"job with horovodrun. {BUILD_FIX if hvd.size() == 1 else ''}".strip())
+                              f"{self.world_size}, but Horovod says rank {hvd.rank()} of {hvd.size()}{alone}.",
+                              fix="let xtrain detect the launcher (do not pass a cluster environment), and start the "
+                                  "job with plain python, horovodrun --gloo, or mpirun with an MPI build of Horovod.")
         self.start_watchdog()
 
     @override

@@ -3,7 +3,7 @@
 A hook receives one DDP bucket (a flat gradient buffer) and returns a future of the averaged buffer; DDP calls it
 instead of its own all-reduce, overlapping it with the rest of the backward pass.
 
-* :func:`cast_hook` sends the bucket as float16 or bfloat16 (half of float32's bytes). The bucket is divided by the
+* :func:`fp16_hook` / :func:`bf16_hook` send the bucket as float16 or bfloat16 (half of float32's bytes). The bucket is divided by the
   world size *before* the cast, so the sum of ``world_size`` values cannot overflow float16 where the average fits.
 * :func:`int8_hook` is ByteGrad (Bagua's ``bytegrad``): the bucket is cut into ``world_size`` shards and
   quantized to uint8 per chunk of ``chunk_size`` values (each chunk keeps its float32 minimum and step). Phase one
@@ -14,16 +14,14 @@ instead of its own all-reduce, overlapping it with the rest of the backward pass
 """
 
 # No ``from __future__ import annotations``: DDP checks the hooks' annotations as objects (dist.GradBucket).
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-__all__ = ["CommStats", "HookState", "cast_hook", "dequantize", "int8_hook", "quantize"]
+__all__ = ["CommStats", "HookState", "bf16_hook", "dequantize", "fp16_hook", "int8_hook", "quantize"]
 
-Hook = Callable[[Any, Any], torch.futures.Future[torch.Tensor]]
 _all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
 
@@ -56,24 +54,28 @@ class HookState:
         return dist.get_world_size(self.process_group)
 
 
-def cast_hook(dtype: torch.dtype) -> Hook:
-    """A hook that all-reduces each bucket in ``dtype`` (``torch.float16`` or ``torch.bfloat16``)."""
+def _cast_allreduce(dtype: torch.dtype, state: HookState, bucket: Any) -> torch.futures.Future[torch.Tensor]:
+    buffer: torch.Tensor = bucket.buffer()
+    compressed = buffer.div(state.world_size).to(dtype)
+    assert state.stats is not None
+    state.stats.add(compressed)
+    work = dist.all_reduce(compressed, group=state.process_group, async_op=True)
 
-    def hook(state: HookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:  # type: ignore[name-defined]
-        buffer: torch.Tensor = bucket.buffer()
-        compressed = buffer.div(state.world_size).to(dtype)
-        assert state.stats is not None
-        state.stats.add(compressed)
-        work = dist.all_reduce(compressed, group=state.process_group, async_op=True)
+    def decompress(fut: torch.futures.Future[Any]) -> torch.Tensor:
+        buffer.copy_(fut.value()[0])
+        return buffer
 
-        def decompress(fut: torch.futures.Future[Any]) -> torch.Tensor:
-            buffer.copy_(fut.value()[0])
-            return buffer
+    return work.get_future().then(decompress)  # type: ignore[union-attr,no-any-return]
 
-        return work.get_future().then(decompress)  # type: ignore[union-attr,no-any-return]
 
-    hook.__name__ = f"{str(dtype).removeprefix('torch.')}_compress_hook"
-    return hook
+def fp16_hook(state: HookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:  # type: ignore[name-defined]
+    """All-reduce each bucket in float16 (module-level, so a strategy holding it pickles for ``spawn``)."""
+    return _cast_allreduce(torch.float16, state, bucket)
+
+
+def bf16_hook(state: HookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:  # type: ignore[name-defined]
+    """All-reduce each bucket in bfloat16."""
+    return _cast_allreduce(torch.bfloat16, state, bucket)
 
 
 def quantize(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
