@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from strategies_helpers import SCRIPTS, TIMEOUT, Run, assert_close, check_failed_fast, horovod_missing
 from xtrain.core.testing import StrategyConformance, leftover_processes, run_processes
@@ -84,6 +85,14 @@ def test_lr_scheduler_follows_the_wrapped_optimizer(train: Callable[..., Run], d
     _agree(run, _reference(train, ddp_runs, settings))
     assert all(r["lrs"] == [0.05 * 0.5**3] for r in run.records)
     assert "lr_scheduler.step()" not in run.result.output, run.result.output
+
+
+def test_second_fit_continues_like_ddp(train: Callable[..., Run]) -> None:
+    """The launched ranks, the wrapped optimizers and the watchdog store serve a second ``fit`` in the same script."""
+    runs = {name: train({**BASE, "max_steps": 4, "strategy": name, "second_fit": True}) for name in ("horovod", "ddp")}
+    horovod, ddp = (torch.load(r.out / "second_fit.pt") for r in runs.values())
+    assert (runs["horovod"].out / "second_fit_step.txt").read_text() == "8"
+    assert_close(horovod, ddp, tol=TOL)
 
 
 def test_uneven_inputs_join_and_continue_together(train: Callable[..., Run]) -> None:
