@@ -44,7 +44,9 @@ class Strategy(ABC):
         needs_dist_backend: Whether the accelerator must declare a ``torch.distributed`` backend.
         max_devices: The most devices per node it drives (``1`` for single-device strategies), ``None`` for any.
         checkpoint_layout: ``"full"`` (one file) or ``"sharded"`` (a directory, every rank writes).
-        handles_gradient_accumulation: Whether it accumulates gradients itself (Horovod), so loops must not.
+        handles_gradient_accumulation: Whether it accumulates gradients itself (Horovod), so loops must not: the fit
+            loop then neither skips its synchronization nor divides the loss, and hands it the window through
+            :meth:`set_gradient_accumulation`.
     """
 
     name: ClassVar[str]
