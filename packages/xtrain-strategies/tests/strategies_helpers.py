@@ -64,6 +64,12 @@ def launch_commands(settings: dict[str, Any], how: str, nprocs: int) -> tuple[li
             pytest.skip("mpirun is not installed (apt-get install openmpi-bin)")
         return [[mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(nprocs), sys.executable, str(TRAIN),
                  arg]], [{}]
+    if how == "horovodrun":
+        horovodrun = Path(sys.executable).parent / "horovodrun"
+        if not horovodrun.exists():
+            pytest.skip("horovodrun is not installed (python tools/build_horovod.py)")
+        return [[str(horovodrun), "-np", str(nprocs), "-H", f"localhost:{nprocs}", "--gloo", sys.executable,
+                 str(TRAIN), arg]], [{}]
     raise ValueError(how)
 
 
@@ -108,9 +114,36 @@ def _restore_environment() -> Iterator[None]:
 
 
 def clear_cluster_variables(monkeypatch: pytest.MonkeyPatch, keep: Sequence[str] = ()) -> None:
-    prefixes = ("SLURM_", "OMPI_", "PMI_", "PMIX_", "LSB_", "JSM_", "TORCHELASTIC_", "MPI_LOCAL")
+    prefixes = ("SLURM_", "OMPI_", "PMI_", "PMIX_", "LSB_", "JSM_", "TORCHELASTIC_", "MPI_LOCAL", "HOROVOD_")
     for name in list(os.environ):
         cluster = name.startswith(prefixes) or name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
                                                         "GROUP_RANK", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT")
         if cluster and name not in keep:
             monkeypatch.delenv(name)
+
+
+def horovod_missing() -> str | None:
+    """Why Horovod cannot be used here (the skip reason), or ``None`` when ``horovod.torch`` imports."""
+    try:
+        import horovod.torch  # noqa: F401
+    except ImportError as err:
+        return f"Horovod is not usable here ({err}); build it with python tools/build_horovod.py (nox -s horovod)"
+    return None
+
+
+def check_failed_fast(run: Run, *, failed_rank: int, how: str, started: float, bound: float = 15.0) -> float:
+    """Every rank ended (none hung, none left behind) within ``bound`` seconds of ``failed_rank`` failing, naming it.
+
+    The failing rank wrote the time just before it failed into ``failed_at``; returns how long the others took.
+    """
+    failed_at = float((run.out / "failed_at").read_text())
+    took = time.time() - failed_at
+    result = run.result
+    assert not result.timed_out, result.output
+    assert all(code not in (0, None) for code in result.returncodes), (result.returncodes, result.output)
+    assert took <= bound, f"ranks took {took:.1f} s to stop after rank {failed_rank} failed:\n{result.output}"
+    assert failed_at >= started
+    if how == "raise":
+        assert f"RuntimeError: boom from rank {failed_rank}" in result.output, result.output
+    assert f"rank {failed_rank}" in result.output or f"local_rank: {failed_rank}" in result.output, result.output
+    return took

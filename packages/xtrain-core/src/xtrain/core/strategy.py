@@ -52,7 +52,9 @@ class Strategy(ABC):
         max_devices: The most devices per node it drives (``1`` for single-device strategies), ``None`` for any.
         checkpoint_layout: ``"full"`` (one file) or ``"sharded"`` (a directory, every rank writes); a strategy with
             both may set it per instance.
-        handles_gradient_accumulation: Whether it accumulates gradients itself (Horovod), so loops must not.
+        handles_gradient_accumulation: Whether it accumulates gradients itself (Horovod), so loops must not: the fit
+            loop then neither skips its synchronization nor divides the loss, and hands it the window through
+            :meth:`set_gradient_accumulation`.
     """
 
     name: ClassVar[str]
@@ -172,6 +174,14 @@ class Strategy(ABC):
         """Wrap or move the optimizers created for the set-up module (Horovod wraps them); default: unchanged."""
         return optimizers
 
+    def set_gradient_accumulation(self, batches: int) -> None:
+        """Receive the Trainer's ``accumulate_grad_batches`` at the start of every fit, before :meth:`setup_optimizers`.
+
+        Only strategies that set :attr:`handles_gradient_accumulation` need it: the fit loop then neither skips their
+        gradient synchronization nor divides the loss, so they must know the window themselves (Horovod hands it to
+        its optimizer as ``backward_passes_per_step`` and averages the loss over it). The default ignores it.
+        """
+
     def wrap_module(self, module: nn.Module) -> nn.Module:
         """Wrap the module for distribution (DDP, FSDP); the default returns it unchanged."""
         return module
@@ -229,6 +239,19 @@ class Strategy(ABC):
                 set up several.
         """
         return nullcontext()
+
+    def join(self) -> int | None:
+        """Where the ranks come together: called by the fit loop on every rank when this rank's training batches for
+        the epoch are done (its data ran out, or training stopped), before the epoch-end hooks.
+
+        Strategies that support uneven inputs (ranks with different numbers of batches) wait here, serving the
+        gradient all-reduces of the ranks that still have batches, then give every rank the model and optimizer
+        state of the rank that finished last and return that rank, so the loop adopts its progress (Horovod's
+        ``hvd.join``). Strategies whose ranks train diverging replicas average them here, so validation,
+        epoch-end checkpoints and the trained model are one model. The default does nothing and returns ``None``
+        (nothing for the loop to adopt).
+        """
+        return None
 
     def clip_gradients(self, optimizer: torch.optim.Optimizer, *, value: float,
                        algorithm: Literal["norm", "value"] = "norm") -> torch.Tensor | None:

@@ -26,7 +26,7 @@ from xtrain.core._internal.hooks import HookDispatcher
 from xtrain.core._internal.loops.evaluation import run_evaluation, run_predict
 from xtrain.core._internal.loops.fit import FitLoop
 from xtrain.core._internal.metrics import MetricStore
-from xtrain.core._internal.optim import SchedulerConfig, parse_optimizers
+from xtrain.core._internal.optim import SchedulerConfig, follow_replaced_optimizers, parse_optimizers
 from xtrain.core._internal.optimizer import StrategyOptimizer
 from xtrain.core._internal.preemption import Preemption
 from xtrain.core._internal.progress import FitProgress
@@ -349,15 +349,17 @@ class Trainer:
         self.callbacks = [cb for cb in self._user_callbacks if type(cb) not in replaced] + extra
         self._hooks = HookDispatcher(self, module, self.callbacks)
         self._hooks.call_callbacks("setup", stage)
+        if stage == "fit":
+            strategy.set_gradient_accumulation(self.accumulate_grad_batches)
         if self._setup_module is not module:
             strategy.setup(module)
             self._setup_module = module
             if self._optimizer_module is module:
-                self.optimizers = strategy.setup_optimizers(self.optimizers)
+                self._setup_optimizers(self.optimizers)
                 _optimizers_to(self.optimizers, strategy.root_device)
         if stage == "fit" and self._optimizer_module is not module:
             self.optimizers, self.lr_scheduler_configs = parse_optimizers(module.configure_optimizers())
-            self.optimizers = strategy.setup_optimizers(self.optimizers)
+            self._setup_optimizers(self.optimizers)
             self._optimizer_module = module
             if len(self.optimizers) > 1 and module.automatic_optimization:
                 raise ConfigError("configure_optimizers", f"{len(self.optimizers)} optimizers",
@@ -366,6 +368,10 @@ class Trainer:
         self._metrics.strategy = strategy
         strategy.add_abort_handler(self._flush_loggers)
         self._setup_dataloaders(stage)
+
+    def _setup_optimizers(self, optimizers: list[torch.optim.Optimizer]) -> None:
+        self.optimizers = self.strategy.setup_optimizers(optimizers)
+        follow_replaced_optimizers(self.lr_scheduler_configs, optimizers, self.optimizers)
 
     def _loader(self, key: str, method: str) -> Any:
         found = self._loaders.get(key)

@@ -29,6 +29,12 @@ _HINTS: dict[str, dict[str, str]] = {
     "xtrain.checkpoint_io": {"async": "xtrain-core"},
 }
 
+# Horovod, Bagua, and Bagua's algorithms on plain torch.distributed (their own extras are explained by the strategies).
+_HINTS["xtrain.strategies"].update(dict.fromkeys(
+    ["horovod", "bagua", "ddp_fp16_compress", "ddp_bf16_compress", "ddp_int8_compress", "local_sgd",
+     "decentralized", "async_model_averaging"], "xtrain-strategies"))
+_HINTS["xtrain.environments"].update({"horovod": "xtrain-strategies"})
+
 
 def install_hint(group: str, name: str) -> str | None:
     """The ``pip install`` requirement that provides ``name`` in ``group``, if it is a first-party name."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -10,7 +11,7 @@ import torch
 
 from xtrain.core.errors import ConfigError
 
-__all__ = ["SchedulerConfig", "parse_optimizers"]
+__all__ = ["SchedulerConfig", "follow_replaced_optimizers", "parse_optimizers"]
 
 _FORMS = ("an optimizer", "a list of optimizers", "(optimizers, schedulers)", "{'optimizer': ..., 'lr_scheduler': ...}")
 
@@ -81,3 +82,36 @@ def parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[Sch
         raise ConfigError("configure_optimizers", optimizers, "must return at least one torch.optim.Optimizer.",
                           choices=_FORMS, fix="return an optimizer, e.g. torch.optim.SGD(self.parameters(), lr=0.1).")
     return optimizers, [_scheduler(s) for s in schedulers]
+
+
+def follow_replaced_optimizers(configs: Sequence[SchedulerConfig], before: Sequence[torch.optim.Optimizer],
+                               after: Sequence[torch.optim.Optimizer]) -> None:
+    """Point LR schedulers at the optimizers a strategy returned in place of the user's.
+
+    ``Strategy.setup_optimizers`` may return new objects (Horovod's ``DistributedOptimizer`` is a new instance of a
+    subclass). The schedulers the user built still hold the old ones: their ``state_dict`` and ``get_last_lr`` work
+    either way, but torch's check that ``optimizer.step()`` ran before ``scheduler.step()`` watches the old, now
+    unused optimizer and warns wrongly. The new optimizer gets the same step tracking.
+    """
+    for old, new in zip(before, after, strict=True):
+        if new is old:
+            continue
+        for config in configs:
+            if getattr(config.scheduler, "optimizer", None) is old:
+                config.scheduler.optimizer = new
+                _track_steps(new)
+
+
+def _track_steps(optimizer: torch.optim.Optimizer) -> None:
+    """What ``torch.optim.lr_scheduler.LRScheduler`` does to the optimizer it is given: mark each step as taken."""
+    step: Callable[..., Any] = optimizer.step
+    if getattr(step, "_wrapped_by_lr_sched", False):
+        return
+
+    @functools.wraps(step)
+    def tracked(*args: Any, **kwargs: Any) -> Any:
+        optimizer._opt_called = True  # type: ignore[attr-defined]
+        return step(*args, **kwargs)
+
+    tracked._wrapped_by_lr_sched = True  # type: ignore[attr-defined]
+    optimizer.step = tracked  # type: ignore[method-assign]

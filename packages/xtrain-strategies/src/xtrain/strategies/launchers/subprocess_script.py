@@ -124,7 +124,7 @@ class SubprocessScriptLauncher(Launcher):
             command = reexec_command()
             preexec = preexec_die_with_parent()
             for local_rank in range(1, self.num_processes):
-                child_env = {**os.environ, "LOCAL_RANK": str(local_rank)}
+                child_env = {**os.environ, **self._child_environment(local_rank)}
                 self.procs.append(subprocess.Popen(command, env=child_env, preexec_fn=preexec))
             self._watcher = threading.Thread(target=self._watch, args=(node_rank,), name="xtrain-child-watcher",
                                              daemon=True)
@@ -134,6 +134,10 @@ class SubprocessScriptLauncher(Launcher):
         # From now on this process is local rank 0 of processes that exist: a second fit, or another Trainer in
         # this script, must not start more.
         os.environ["LOCAL_RANK"] = "0"
+
+    def _child_environment(self, local_rank: int) -> dict[str, str]:
+        """Variables that differ between the children (subclasses add their launcher's own)."""
+        return {"LOCAL_RANK": str(local_rank)}
 
     def _global_rank(self, node_rank: int, local_rank: int) -> int:
         return node_rank * self.num_processes + local_rank

@@ -85,6 +85,9 @@ class FitLoop:
                 self._skip_by_loading(data, p.batches_in_epoch)
             t._restore_pending_rng()
         completed = self._batches(data, total)
+        source = t.strategy.join()
+        if source is not None:  # uneven inputs: every rank continues from the rank that trained longest
+            p.global_step, p.total_batches = t.strategy.broadcast((p.global_step, p.total_batches), src=source)
         self._epoch_end(completed)
 
     def _resume_sampler(self, loader: Any, sampler: Any) -> None:

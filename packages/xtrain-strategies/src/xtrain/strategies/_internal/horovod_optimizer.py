@@ -1,0 +1,105 @@
+"""The optimizers of a Horovod run: wrapping them in ``hvd.DistributedOptimizer`` and stepping them correctly.
+
+Three details of Horovod's optimizer that a framework has to get right:
+
+* ``synchronize()`` (wait for the averaged gradients) must run once per step, before anything reads the
+  gradients (clipping, the gradient scaler's unscale); ``step()`` then runs inside ``skip_synchronize()``. A step the
+  precision plugin skips (inf gradients) leaves Horovod thinking it is synchronized, so the flag is reset here.
+* Its ``zero_grad()`` takes no ``set_to_none`` argument; the loops pass one.
+* ``hvd.broadcast_optimizer_state`` initializes an empty state by stepping once with zero gradients, which moves
+  the weights under weight decay and counts a step in Adam. Rank 0's ``state_dict`` is broadcast instead, exactly.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from xtrain.strategies.horovod import HorovodStrategy
+
+__all__ = ["HorovodOptimizers"]
+
+
+class HorovodOptimizers:
+    """The Horovod-wrapped optimizers of one strategy, and how many optimizer steps this rank took."""
+
+    def __init__(self, strategy: HorovodStrategy) -> None:
+        self.strategy = strategy
+        self.wrapped: list[torch.optim.Optimizer] = []
+        self.steps = 0
+        self._synchronized: set[int] = set()
+
+    def wrap(self, optimizers: list[torch.optim.Optimizer]) -> list[torch.optim.Optimizer]:
+        s = self.strategy
+        hvd = s.hvd
+        names = {id(p): n for n, p in s.module.named_parameters()} if s._module is not None else {}
+        result = []
+        for optimizer in optimizers:
+            index = len(self.wrapped)
+            params = [p for group in optimizer.param_groups for p in group["params"]]
+            named = [(f"opt{index}.{names.get(id(p), f'param{j}')}", p) for j, p in enumerate(params)]
+            wrapped = hvd.DistributedOptimizer(
+                optimizer, named_parameters=named,
+                compression=hvd.Compression.fp16 if s.compression == "fp16" else hvd.Compression.none,
+                backward_passes_per_step=s.passes_per_step, op=hvd.Average,
+                gradient_predivide_factor=s.gradient_predivide_factor, groups=s.groups,
+                sparse_as_dense=s.sparse_as_dense)
+            wrapped.zero_grad = types.MethodType(_zero_grad, wrapped)
+            wrapped.register_step_post_hook(self._count)
+            if s.world_size > 1:
+                state = hvd.broadcast_object(wrapped.state_dict(), root_rank=0, name=f"xtrain.optimizer_state.{index}")
+                if s.global_rank != 0:
+                    wrapped.load_state_dict(state)
+            self.wrapped.append(wrapped)
+            result.append(wrapped)
+        return result
+
+    def _count(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        self.steps += 1
+
+    def _ours(self, optimizer: torch.optim.Optimizer) -> bool:
+        return any(optimizer is w for w in self.wrapped)
+
+    def set_passes(self, passes: int) -> None:
+        for optimizer in self.wrapped:
+            optimizer.set_backward_passes_per_step(passes)  # type: ignore[attr-defined]
+
+    def synchronize(self, optimizer: torch.optim.Optimizer) -> None:
+        """Wait for this step's averaged gradients (once per step)."""
+        if self._ours(optimizer) and id(optimizer) not in self._synchronized:
+            optimizer.synchronize()  # type: ignore[attr-defined]
+            self._synchronized.add(id(optimizer))
+
+    def step(self, optimizer: torch.optim.Optimizer, stepper: Callable[[torch.optim.Optimizer], bool]) -> bool:
+        """Step through ``stepper`` (the precision plugin) with the gradients synchronized first."""
+        if not self._ours(optimizer):
+            return stepper(optimizer)
+        self.synchronize(optimizer)
+        try:
+            with optimizer.skip_synchronize():  # type: ignore[attr-defined]
+                return stepper(optimizer)
+        finally:
+            self._synchronized.discard(id(optimizer))
+            optimizer._synchronized = False  # type: ignore[attr-defined]
+
+    def adopt(self, *, root_rank: int, steps: int) -> None:
+        """Take every optimizer's state (and the step count) from ``root_rank`` (after uneven inputs)."""
+        s = self.strategy
+        for index, optimizer in enumerate(self.wrapped):
+            state = s.hvd.broadcast_object(optimizer.state_dict(), root_rank=root_rank,
+                                           name=f"xtrain.optimizer_state.adopt.{index}.{s._joins}")
+            if s.global_rank != root_rank:
+                optimizer.load_state_dict(state)
+        self.steps = steps
+
+
+def _zero_grad(self: Any, set_to_none: bool = True) -> None:
+    """Horovod's ``zero_grad`` check (no pending all-reduce), with torch's ``set_to_none`` argument."""
+    if self._handles:
+        raise AssertionError("optimizer.zero_grad() was called after loss.backward() but before optimizer.step() "
+                             "or optimizer.synchronize(); Horovod forbids it (the pending all-reduce would race).")
+    super(type(self), self).zero_grad(set_to_none=set_to_none)
