@@ -29,10 +29,9 @@ __all__ = ["HorovodLauncher"]
 class HorovodLauncher(SubprocessScriptLauncher):
     """Starts ``num_processes`` Horovod ranks on this machine through Horovod's Gloo rendezvous server.
 
-    Args:
-        num_processes: Ranks to run (one per device).
-        num_nodes: Must be 1: across machines, start the job with ``horovodrun -H host1:n,host2:n``.
-        environment: Where the caller's node rank comes from.
+    Takes the keyword arguments of :class:`SubprocessScriptLauncher` (``num_processes``, one rank per device;
+    ``num_nodes``, which must be 1: across machines start the job with ``horovodrun -H host1:n,host2:n``; and
+    ``environment``).
     """
 
     interactive_compatible: ClassVar[bool] = False
