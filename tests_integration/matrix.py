@@ -77,8 +77,20 @@ def _refusal(acc: type[Accelerator], strategy: Strategy, precision: str) -> tupl
     return "", ""
 
 
-def _unavailable(acc: type[Accelerator]) -> str:
-    return "" if acc.is_available() else f"accelerator {acc.name!r} is not available on this machine"
+@cache
+def _unavailable(acc: type[Accelerator], strategy: str, devices: int) -> str:
+    """Why a cell the declarations allow cannot run here: missing hardware, or a library the strategy needs (which
+    the validator reports as not installed). Any other refusal is left for the test to expose as a contradiction."""
+    if not acc.is_available():
+        return f"accelerator {acc.name!r} is not available on this machine"
+    from xtrain.core._internal.resolve import resolve
+
+    try:
+        resolve(accelerator=acc.name, strategy=strategy, devices=devices)
+    except ConfigError as err:
+        if "not installed" in str(err):
+            return str(err)
+    return ""
 
 
 @cache
@@ -98,7 +110,7 @@ def cells() -> tuple[Cell, ...]:
                     out.append(Cell(acc.name, strategy_name, precision, devices, "refused", argument, refusal))
                 else:
                     out.append(Cell(acc.name, strategy_name, precision, devices, "runs",
-                                    unavailable=_unavailable(acc)))
+                                    unavailable=_unavailable(acc, strategy_name, devices)))
     return tuple(out)
 
 

@@ -55,6 +55,8 @@ class Strategy(ABC):
         handles_gradient_accumulation: Whether it accumulates gradients itself (Horovod), so loops must not: the fit
             loop then neither skips its synchronization nor divides the loss, and hands it the window through
             :meth:`set_gradient_accumulation`.
+        resumes_exactly: Whether a run resumed from a mid-epoch checkpoint continues bitwise like the uninterrupted
+            one (``False`` where ranks hold different model replicas or results depend on timing).
     """
 
     name: ClassVar[str]
@@ -64,6 +66,7 @@ class Strategy(ABC):
     max_devices: ClassVar[int | None] = None
     checkpoint_layout: Literal["full", "sharded"] = "full"
     handles_gradient_accumulation: ClassVar[bool] = False
+    resumes_exactly: ClassVar[bool] = True
 
     def __init__(self, *, accelerator: Accelerator | None = None, precision: Precision | None = None,
                  checkpoint_io: CheckpointIO | None = None,

@@ -57,6 +57,11 @@ class ReplicaStrategy(ParallelStrategy):
     """
 
     name: ClassVar[str] = "replicas"
+    # Averaging happens on optimizer steps, and 16-mixed's gradient scaler skips steps on some ranks but not others.
+    supported_precisions: ClassVar[frozenset[str] | None] = frozenset(
+        {"32-true", "64-true", "bf16-mixed", "16-true", "bf16-true"})
+    # Between averaging points the ranks hold different replicas, and a checkpoint keeps rank 0's.
+    resumes_exactly: ClassVar[bool] = False
 
     def __init__(self, *, warmup_steps: int = 0, average_each_epoch: bool = True,
                  start_method: StartMethod = "popen", **kwargs: Any) -> None:
@@ -83,13 +88,6 @@ class ReplicaStrategy(ParallelStrategy):
             self._launcher = launcher_for(self.start_method, num_processes=len(self.parallel_devices),
                                           num_nodes=self.num_nodes, environment=self.environment)
         return self._launcher
-
-    @override
-    def check_config(self) -> None:
-        if self.precision.name == "16-mixed":
-            raise ConfigError("precision", "16-mixed", f"strategy={self.name!r} averages on optimizer steps, and the "
-                              "gradient scaler of 16-mixed skips steps on some ranks but not others.",
-                              fix="use precision='bf16-mixed' (no scaler), or strategy='ddp_fp16_compress'.")
 
     @override
     def setup(self, module: nn.Module) -> nn.Module:
