@@ -66,7 +66,8 @@ def test_converges_and_ranks_end_equal(train: Callable[..., Run], ddp_reference:
     if name in ("ddp_fp16_compress", "ddp_bf16_compress"):
         assert sent == {"bytes": STEPS * fp32_per_step // 2, "calls": STEPS}
     elif name == "ddp_int8_compress":
-        padded = 1024  # 676 values padded to world_size * chunk_size (2 * 256) multiples
+        # each parameter starts a chunk: 512 + 256 + 256 + 256 = 1280, padded to a multiple of 2 * 256
+        padded = 1536
         phase1, phase2 = padded + padded // 256 * 8, padded // 2 + padded // 2 // 256 * 8  # codes + [min, step]
         assert sent == {"bytes": STEPS * (phase1 + phase2), "calls": 2 * STEPS}
     elif name == "local_sgd":  # every 8 steps, plus the epoch-end averages (2 epochs of 32 batches per rank)
@@ -145,3 +146,44 @@ def test_invalid_options_are_config_errors() -> None:
     with pytest.raises(ConfigError, match=r"^precision='16-mixed': is not supported by strategy='local_sgd'") as info:
         _trainer(strategy="local_sgd", devices=2, precision="16-mixed")
     assert "'bf16-mixed'" in str(info.value)
+
+
+class _BucketDouble:
+    """Test double for ``dist.GradBucket`` (DDP builds those in C++ only): a flat buffer and its parameters."""
+
+    def __init__(self, grads: list[torch.Tensor]) -> None:
+        self._params = [torch.nn.Parameter(torch.empty_like(g)) for g in grads]
+        self._buffer = torch.cat([g.reshape(-1) for g in grads])
+
+    def buffer(self) -> torch.Tensor:
+        return self._buffer
+
+    def parameters(self) -> list[torch.nn.Parameter]:
+        return self._params
+
+
+def test_int8_hook_does_not_depend_on_the_bucket_layout(tmp_path: Any) -> None:
+    """DDP rebuilds its buckets after the first step; a resumed process starts from the initial layout again.
+
+    The quantized average of a parameter must be the same whichever parameters share its bucket, in whatever
+    order, or a resumed run would round differently from an uninterrupted one.
+    """
+    import torch.distributed as dist
+
+    from xtrain.strategies._internal.comm_hooks import HookState, int8_hook
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        a, b, c = torch.randn(300) * 5, torch.randn(40) * 0.01, torch.randn(7, 9)
+        state = HookState(chunk_size=64)
+        together = int8_hook(state, _BucketDouble([a, b, c])).wait()  # type: ignore[arg-type]
+        reordered = int8_hook(state, _BucketDouble([c, a])).wait()  # type: ignore[arg-type]
+        alone = int8_hook(state, _BucketDouble([b])).wait()  # type: ignore[arg-type]
+        assert torch.equal(together[:300], reordered[63:])
+        assert torch.equal(together[340:], reordered[:63])
+        assert torch.equal(together[300:340], alone)
+        assert not torch.equal(together[300:340], b)  # it did quantize
+        assert (together[300:340] - b).abs().max() <= (b.max() - b.min()) / 255 / 2 + 1e-9
+    finally:
+        dist.destroy_process_group()

@@ -35,7 +35,8 @@ class CompressedDDPStrategy(DDPStrategy):
     Args:
         compression: ``"fp16"``, ``"bf16"`` or ``"int8"`` (ByteGrad).
         chunk_size: Values per quantization chunk for ``"int8"`` (each chunk sends 8 bytes of range besides its
-            codes; smaller chunks are more precise).
+            codes; smaller chunks are more precise). Every parameter starts a new chunk, so each parameter pads at
+            most ``chunk_size - 1`` values: negligible for real models, visible on tiny ones.
         **kwargs: DDP's options (``start_method``, ``bucket_cap_mb``, ...) except ``comm_hook``, which this sets.
     """
 

@@ -10,11 +10,12 @@ instead of its own all-reduce, overlapping it with the rest of the backward pass
   is an all-to-all (rank *i* receives every rank's shard *i*), each rank dequantizes and sums its shard; phase two
   quantizes the summed shard again and all-gathers it. On the wire that is about one byte per gradient value
   instead of four (plus 8 bytes per chunk), for any number of ranks. Both phases round to nearest; there is no
-  error feedback, as in Bagua.
+  error feedback, as in Bagua. Every parameter starts a new chunk, so the result does not depend on DDP's bucket
+  layout (which changes after the first step) and a resumed run rounds exactly as an uninterrupted one.
 """
 
 # No ``from __future__ import annotations``: DDP checks the hooks' annotations as objects (dist.GradBucket).
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -44,6 +45,7 @@ class HookState:
     process_group: Any = None
     stats: CommStats | None = None
     chunk_size: int = 256
+    layouts: dict[Any, tuple[torch.Tensor, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.stats is None:
@@ -90,15 +92,38 @@ def dequantize(codes: torch.Tensor, meta: torch.Tensor) -> torch.Tensor:
     return codes.float() * meta[:, 1:2] + meta[:, 0:1]
 
 
+def _layout(state: HookState, bucket: Any, world: int) -> tuple[torch.Tensor, int]:
+    """Where each bucket value goes in the quantized buffer, which starts every parameter on a new chunk.
+
+    Chunks never straddle two parameters, so a value's quantization depends only on its own parameter's gradient,
+    not on which parameters DDP put beside it. DDP rebuilds its buckets after the first step (by the order gradients
+    became ready) and a resumed process starts again from the initial layout; without this alignment the resumed
+    run would round differently from an uninterrupted one.
+    """
+    chunk = state.chunk_size
+    sizes = tuple(int(p.numel()) for p in bucket.parameters())
+    key = (sizes, world, chunk, str(bucket.buffer().device))
+    cached = state.layouts.get(key)
+    if cached is not None:
+        return cached
+    starts, position = [], 0
+    for size in sizes:
+        starts.append(torch.arange(position, position + size))
+        position += -(-size // chunk) * chunk
+    index = torch.cat(starts).to(bucket.buffer().device) if starts else torch.empty(0, dtype=torch.long)
+    padded = max(-(-position // (world * chunk)), 1) * world * chunk
+    state.layouts[key] = (index, padded)
+    return index, padded
+
+
 def int8_hook(state: HookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:  # type: ignore[name-defined]
     """ByteGrad: quantized scatter-reduce (all-to-all) then quantized all-gather; see the module docstring."""
     buffer: torch.Tensor = bucket.buffer()
     world, chunk, group = state.world_size, state.chunk_size, state.process_group
     assert state.stats is not None
-    size = buffer.numel()
-    padded = -(-size // (world * chunk)) * world * chunk
+    index, padded = _layout(state, bucket, world)
     flat = torch.zeros(padded, dtype=torch.float32, device=buffer.device)
-    flat[:size] = buffer.float() / world
+    flat[index] = buffer.float() / world
     codes, meta = quantize(flat.view(-1, chunk))
     codes, meta = codes.reshape(-1), meta.contiguous()
     got_codes, got_meta = torch.empty_like(codes), torch.empty_like(meta)
@@ -112,7 +137,7 @@ def int8_hook(state: HookState, bucket: dist.GradBucket) -> torch.futures.Future
     state.stats.add(codes, meta)
     _all_gather_single(all_codes, codes.reshape(-1), group=group)
     _all_gather_single(all_meta, meta.contiguous(), group=group)
-    buffer.copy_(dequantize(all_codes.view(-1, chunk), all_meta).view(-1)[:size])
+    buffer.copy_(dequantize(all_codes.view(-1, chunk), all_meta).view(-1)[index])
     future: torch.futures.Future[torch.Tensor] = torch.futures.Future()
     future.set_result(buffer)
     return future
