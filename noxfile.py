@@ -164,9 +164,13 @@ def matrix(session: nox.Session, group: str) -> None:
     needed = {"xtrain-core", "xtrain-precision", _entry_points("xtrain.accelerators")[accelerator][0],
               _entry_points("xtrain.strategies")[strategy][0]}
     constraints, pins = _BACKEND_CONSTRAINTS.get(accelerator, (TORCH, ["torch==2.13.0"]))
+    if strategy == "horovod":
+        constraints = HOROVOD
     extras = {"xtrain-core": "[test]", "xtrain-accelerators": "[xla]" if accelerator == "xla" else ""}
     session.install("-c", constraints, *pins, "pytest-timeout",
                     *[arg for name in sorted(needed) for arg in ("-e", f"packages/{name}{extras.get(name, '')}")])
+    if strategy == "horovod" and accelerator == "cpu":
+        session.run("python", "tools/build_horovod.py")  # cached wheel after the first build
     env = {"XTRAIN_MATRIX_GROUPS": group}
     if accelerator == "xla":
         env["PJRT_DEVICE"] = "CPU"
@@ -225,9 +229,11 @@ def horovod(session: nox.Session) -> None:
     Horovod 0.28.1 must be compiled against the pinned torch (``tools/constraints/horovod.txt``):
     ``tools/build_horovod.py`` builds it once (about 4.5 minutes on 2 cores; MPI too when ``mpicxx`` exists) and
     caches the wheel under ``~/.cache/xtrain/horovod`` (``XTRAIN_CACHE``), so later runs and reused venvs install it in
-    seconds. ``nox -s horovod -- -k launch`` passes arguments on to pytest.
+    seconds. ``nox -s horovod -- -k launch`` passes arguments on to pytest. It ends with the matrix's ``cpu-horovod``
+    cells, so ``build/matrix-report.json`` (and ``docs/compatibility.md``) records them as run.
     """
     session.install("-c", HOROVOD, "torch==2.13.0", *_editable("test"), "pytest-timeout")
     session.run("python", "tools/build_horovod.py")
     session.run("pytest", "-m", "horovod", "packages/xtrain-strategies/tests", *session.posargs,
                 env={"XTRAIN_REQUIRE_HOROVOD": "1"})
+    session.run("pytest", "tests_integration/test_matrix.py", "-q", env={"XTRAIN_MATRIX_GROUPS": "cpu-horovod"})

@@ -31,14 +31,28 @@ _WANTED = {g for g in os.environ.get("XTRAIN_MATRIX_GROUPS", "").split(",") if g
 _outcomes: dict[str, dict[str, str]] = {}
 
 
+def _environment() -> str:
+    """What this run used, recorded with each cell: backends install different torch versions (XLA pins its own)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = [f"{name} {value}" for name, value in sorted(xtrain_versions().items())]
+    for dist in ("torch_xla", "horovod"):
+        try:
+            found.append(f"{dist} {version(dist)}")
+        except PackageNotFoundError:
+            pass
+    return ", ".join(found) + f", Python {platform.python_version()}"
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _report() -> Iterator[None]:
     yield
     if _outcomes:
         REPORT.parent.mkdir(exist_ok=True)
         previous = json.loads(REPORT.read_text()).get("cells", {}) if REPORT.exists() else {}
-        REPORT.write_text(json.dumps({"versions": xtrain_versions(), "python": platform.python_version(),
-                                      "cells": {**previous, **_outcomes}}, indent=1, sort_keys=True))
+        environment = _environment()
+        ours = {cell: {**outcome, "with": environment} for cell, outcome in _outcomes.items()}
+        REPORT.write_text(json.dumps({"cells": {**previous, **ours}}, indent=1, sort_keys=True))
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +75,8 @@ def group_result(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Cell], d
 
 def _refused(cell: Cell) -> None:
     acc = ACCELERATORS.load(cell.accelerator)
-    simulate = not acc.is_available()  # type: ignore[attr-defined]
+    # Simulated where the hardware is missing or too small, so the refusal asserted is the declared one.
+    simulate = not acc.is_available() or acc.device_count() < cell.devices  # type: ignore[attr-defined]
     with simulate_devices(acc, cell.devices) if simulate else nullcontext(), pytest.raises(ConfigError) as info:  # type: ignore[arg-type]
         resolve(accelerator=cell.accelerator, strategy=cell.strategy, precision=cell.precision, devices=cell.devices)
     message = str(info.value)

@@ -21,7 +21,7 @@ SYMBOL = {"runs": "✅", "refused": "⛔", "not here": "◻️"}
 
 def main() -> int:
     report_path = ROOT / "build" / "matrix-report.json"
-    report = json.loads(report_path.read_text()) if report_path.exists() else {"cells": {}, "versions": {}}
+    report = json.loads(report_path.read_text()) if report_path.exists() else {"cells": {}}
     results = report["cells"]
     table: dict[str, dict[str, dict[str, str]]] = defaultdict(lambda: defaultdict(dict))
     precisions: list[str] = []
@@ -49,13 +49,13 @@ def main() -> int:
         "(not on the machine of the last run) · ⛔ refused before anything starts, with the error shown below · "
         "? not run",
         "",
-        "Last run with " + ", ".join(f"{k} {v}" for k, v in sorted(report.get("versions", {}).items()))
-        + (f", Python {report['python']}" if "python" in report else "") + ".",
-        "",
     ]
     for accelerator, rows in table.items():
-        lines += [f"## {accelerator}", "", "| strategy | " + " | ".join(precisions) + " |",
-                  "|---|" + "---|" * len(precisions)]
+        used = sorted({r["with"] for c in cells() if c.accelerator == accelerator
+                       and (r := results.get(c.id)) is not None and "with" in r})
+        lines += [f"## {accelerator}", ""]
+        lines += [f"Last run with {environment}." for environment in used] + ([""] if used else [])
+        lines += ["| strategy | " + " | ".join(precisions) + " |", "|---|" + "---|" * len(precisions)]
         for strategy, marks in sorted(rows.items()):
             lines.append(f"| `{strategy}` | " + " | ".join(marks.get(p, "") for p in precisions) + " |")
         lines.append("")

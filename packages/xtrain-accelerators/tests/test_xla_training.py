@@ -134,3 +134,27 @@ def test_xla_strategy_trains_in_a_worker_and_returns_its_state(tmp_path: Path) -
     assert report["worker_device"] == "xla:0" and report["world_size"] == 1
     assert report["parent_has_worker_weights"], "the caller's module must hold the worker's final weights"
     assert report["global_step_after_second_fit"] == 8 and report["second_fit_changed_weights"]
+
+
+def test_deterministic_bf16_resume_is_bitwise_on_xla(tmp_path: Path) -> None:
+    """XLA keeps bfloat16 intermediates in float32 where a graph allows, and checkpoints cut graphs: without
+    ``--xla_allow_excess_precision=false`` the resumed weights differ in the last bit (found by the matrix)."""
+    env = {"PJRT_DEVICE": "CPU", "TF_CPP_MIN_LOG_LEVEL": "2", "XLA_FLAGS": ""}
+    result = run_processes([python_command(str(SCRIPTS / "xla_bf16_resume.py"), str(tmp_path))], timeout=240,
+                           cwd=tmp_path, envs=[env])
+    result.check()
+    report = json.loads(result.processes[0].stdout.strip().splitlines()[-1])
+    assert "--xla_allow_excess_precision=false" in report["xla_flags"].split()
+    assert report["dtype"] == "torch.bfloat16"
+    assert report["bitwise_equal"]
+
+
+def test_deterministic_after_the_runtime_started_warns_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch.ones(1, device="xla").cpu()  # the runtime runs in this process from here on
+    monkeypatch.setenv("XLA_FLAGS", "")
+    torch.use_deterministic_algorithms(True)
+    try:
+        with pytest.warns(UserWarning, match=r"XLA_FLAGS=--xla_allow_excess_precision=false before the process"):
+            _fit("xla", steps=1, deterministic=True)
+    finally:
+        torch.use_deterministic_algorithms(False)

@@ -128,7 +128,7 @@ def main(settings: dict[str, Any]) -> None:
     if settings.get("early_stopping"):
         # Only rank 1 wants to stop (its unsynced metric passes the threshold); all ranks must stop together.
         callbacks.append(EarlyStopping("rank_metric", mode="max", stopping_threshold=0.5, check_on_train_epoch_end=True))
-    hardware = {k: settings[k] for k in ("strategy", "devices", "num_nodes", "accelerator", "plugins") if k in settings}
+    hardware = {k: settings[k] for k in ("strategy", "devices", "num_nodes", "accelerator", "plugins", "precision") if k in settings}
     if "strategy_options" in settings and "strategy" in settings:
         hardware["strategy"] = STRATEGIES.load(settings["strategy"])(**settings["strategy_options"])
     if "strategy_class" in settings:  # "module:Class", with its options

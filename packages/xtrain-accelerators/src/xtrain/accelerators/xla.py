@@ -8,13 +8,20 @@ set up.
 
 from __future__ import annotations
 
+import warnings
 from typing import ClassVar
 
 import torch
 from typing_extensions import override
 
 from xtrain.accelerators._internal.stats import MB, collect
-from xtrain.accelerators._internal.xla_runtime import import_xla, local_device_count, pjrt_device
+from xtrain.accelerators._internal.xla_runtime import (
+    FAITHFUL_ROUNDING,
+    import_xla,
+    local_device_count,
+    pjrt_device,
+    request_faithful_rounding,
+)
 from xtrain.core.accelerator import Accelerator
 
 __all__ = ["XLAAccelerator"]
@@ -63,7 +70,16 @@ class XLAAccelerator(Accelerator):
 
     @override
     def setup_device(self, device: torch.device) -> None:
-        """Import torch_xla (which registers the ``xla`` device with torch) before the first tensor moves there."""
+        """Import torch_xla (which registers the ``xla`` device with torch) before the first tensor moves there.
+
+        Under ``deterministic=True`` XLA is also asked to round as written (``--xla_allow_excess_precision=false``):
+        otherwise bfloat16 results depend on where graphs were cut, and a resumed run is not bitwise equal to an
+        uninterrupted one.
+        """
+        if torch.are_deterministic_algorithms_enabled() and not request_faithful_rounding():
+            warnings.warn(f"deterministic=True on XLA: the XLA runtime already started, so {FAITHFUL_ROUNDING} "
+                          "cannot take effect and bfloat16 results may depend on graph boundaries; set "
+                          f"XLA_FLAGS={FAITHFUL_ROUNDING} before the process starts.", stacklevel=2)
         import_xla()
 
     def local_device(self) -> torch.device:

@@ -33,14 +33,13 @@ from xtrain.core.parallel import ParallelStrategy
 from xtrain.core.strategy import ReduceOp
 from xtrain.strategies._internal.horovod_optimizer import HorovodOptimizers
 from xtrain.strategies._internal.horovod_runtime import horovod_or_error, horovod_store
+from xtrain.strategies._internal.horovod_wire import SUM_DTYPE, bitwise, broadcast_tensors
 from xtrain.strategies.launchers import HorovodLauncher, SubprocessScriptLauncher
 
 __all__ = ["Compression", "HorovodStrategy"]
 
 Compression = Literal["none", "fp16"]
 _T = TypeVar("_T")
-# Horovod's CPU operations have no bfloat16: sum and average it in float32; move bits as int16 where no math runs.
-_UNSUPPORTED = {torch.bfloat16: torch.float32, torch.bool: torch.uint8}
 
 
 class HorovodStrategy(ParallelStrategy):
@@ -142,7 +141,7 @@ class HorovodStrategy(ParallelStrategy):
     def setup(self, module: nn.Module) -> nn.Module:
         model = super().setup(module)
         if self.world_size > 1:
-            self.hvd.broadcast_parameters(self.module.state_dict(), root_rank=0)
+            broadcast_tensors(self.hvd, self.module.state_dict().items(), root_rank=0)
         return model
 
     @override
@@ -194,7 +193,7 @@ class HorovodStrategy(ParallelStrategy):
         self._sequence = int(counts[:, 1].max()) + 1  # ranks that trained longer named more collectives
         if int(counts[:, 0].min()) == int(counts[:, 0].max()):
             return None
-        hvd.broadcast_parameters(self.module.state_dict(), root_rank=last)
+        broadcast_tensors(hvd, self.module.state_dict().items(), root_rank=last)
         self._optimizers.adopt(root_rank=last, steps=int(counts[last, 0]))
         return last
 
@@ -218,7 +217,7 @@ class HorovodStrategy(ParallelStrategy):
         dtype = value.dtype
         if op == "mean" and not value.is_floating_point():
             value, dtype = value.float(), torch.float32
-        wire = _UNSUPPORTED.get(dtype, dtype)
+        wire = SUM_DTYPE.get(dtype, dtype)
         result = self.hvd.allreduce(value.to(wire), op=ops[op], name=self._next_name("reduce"))
         return result.to(dtype)  # type: ignore[no-any-return]
 
@@ -227,10 +226,8 @@ class HorovodStrategy(ParallelStrategy):
         local = self._on_device(tensor).contiguous().unsqueeze(0)
         if self.world_size == 1:
             return local
-        bf16 = local.dtype == torch.bfloat16  # gathered as its bits: no arithmetic, so exact
-        wire = local.view(torch.int16) if bf16 else local.to(_UNSUPPORTED.get(local.dtype, local.dtype))
-        gathered: torch.Tensor = self.hvd.allgather(wire, name=self._next_name("all_gather"))
-        return gathered.view(torch.bfloat16) if bf16 else gathered.to(local.dtype)
+        gathered: torch.Tensor = self.hvd.allgather(bitwise(local), name=self._next_name("all_gather"))
+        return gathered.view(local.dtype)  # gathered as its bits: no arithmetic, so exact
 
     @override
     def broadcast(self, obj: _T, src: int = 0) -> _T:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
@@ -18,7 +19,8 @@ import torch
 from xtrain.accelerators._internal.stats import has_module
 from xtrain.core.errors import ConfigError
 
-__all__ = ["import_xla", "local_device_count", "on_cpu", "pjrt_device", "sync", "to_cpu"]
+__all__ = ["FAITHFUL_ROUNDING", "import_xla", "local_device_count", "on_cpu", "pjrt_device", "request_faithful_rounding",
+           "sync", "to_cpu"]
 
 _INSTALL = "pip install 'xtrain-accelerators[xla]' torch==2.9.1 torch-xla==2.9.0"
 
@@ -36,6 +38,29 @@ def pjrt_device() -> str | None:
     if explicit:
         return explicit.split("_")[0]
     return "TPU" if has_module("libtpu") else None
+
+
+FAITHFUL_ROUNDING = "--xla_allow_excess_precision=false"
+
+
+def request_faithful_rounding() -> bool:
+    """Ask XLA to round every bfloat16/float16 intermediate as written, so results do not depend on graph cuts.
+
+    By default XLA may keep intermediates in float32 and drop the conversions back ("excess precision"); what it
+    drops depends on where a graph was cut, and a checkpoint or a ``.cpu()`` call cuts graphs. A resumed run then
+    rounds differently from an uninterrupted one. The flag is read when the runtime starts, so it is added to
+    ``XLA_FLAGS`` only before that; a user's own setting of it is left alone.
+
+    Returns:
+        Whether XLA will round faithfully (or the user chose the setting); ``False`` if the runtime already started.
+    """
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_allow_excess_precision" in flags:
+        return True
+    if "torch_xla" in sys.modules and importlib.import_module("_XLAC")._xla_runtime_is_initialized():
+        return False
+    os.environ["XLA_FLAGS"] = f"{flags} {FAITHFUL_ROUNDING}".strip()
+    return True
 
 
 def on_cpu() -> bool:

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import torch
 from typing_extensions import override
 
-from xtrain.accelerators._internal.xla_runtime import import_xla, to_cpu
+from xtrain.accelerators._internal.xla_runtime import import_xla, request_faithful_rounding, to_cpu
 from xtrain.core.errors import ConfigError
 from xtrain.core.launcher import Launcher
 
@@ -50,6 +50,8 @@ class XLALauncher(Launcher):
 
     @override
     def launch(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if torch.are_deterministic_algorithms_enabled():
+            request_faithful_rounding()  # the workers start their runtime before the accelerator is set up
         xmp = import_xla("torch_xla.distributed.xla_multiprocessing")
         with tempfile.TemporaryDirectory(prefix="xtrain-xla-") as tmp:
             out = Path(tmp) / "rank0.pt"

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from xtrain.strategies._internal.horovod_wire import BFloat16AsFloat32
+
 if TYPE_CHECKING:
     from xtrain.strategies.horovod import HorovodStrategy
 
@@ -44,7 +46,7 @@ class HorovodOptimizers:
             named = [(f"opt{index}.{names.get(id(p), f'param{j}')}", p) for j, p in enumerate(params)]
             wrapped = hvd.DistributedOptimizer(
                 optimizer, named_parameters=named,
-                compression=hvd.Compression.fp16 if s.compression == "fp16" else hvd.Compression.none,
+                compression=hvd.Compression.fp16 if s.compression == "fp16" else BFloat16AsFloat32,
                 backward_passes_per_step=s.passes_per_step, op=hvd.Average,
                 gradient_predivide_factor=s.gradient_predivide_factor, groups=s.groups,
                 sparse_as_dense=s.sparse_as_dense)
