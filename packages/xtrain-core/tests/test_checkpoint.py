@@ -62,8 +62,10 @@ def test_resume_mid_epoch_equals_the_uninterrupted_run(tmp_path: Path) -> None:
     assert same_weights(full, resumed)
 
 
-def test_resume_from_a_step_checkpoint_at_the_last_batch_of_an_epoch(tmp_path: Path) -> None:
-    """Saved after the epoch's last step, before its end: resuming must run the next epoch in full."""
+def test_resume_from_a_step_checkpoint_at_the_last_batch_of_an_epoch(tmp_path: Path,
+                                                                    recwarn: pytest.WarningsRecorder) -> None:
+    """Saved after the epoch's last step, before its end: resuming must run the next epoch in full (and the epoch
+    scheduler's step, first thing after the resume, raises no torch warning about the order)."""
     full = run(tmp_path / "full", max_epochs=2)
     every = ModelCheckpoint(every_n_train_steps=8, save_last=True, save_top_k=0)  # 8 batches per epoch
     run(tmp_path / "part", max_steps=8, callbacks=[every])
@@ -72,6 +74,7 @@ def test_resume_from_a_step_checkpoint_at_the_last_batch_of_an_epoch(tmp_path: P
     resumed = run(tmp_path / "part", max_epochs=2, ckpt_path="last",
                   callbacks=[ModelCheckpoint(every_n_train_steps=8, save_last=True, save_top_k=0)])
     assert same_weights(full, resumed)
+    assert not [w for w in recwarn if "lr_scheduler.step()" in str(w.message)]
 
 
 def test_checkpoint_contents_and_manifest(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ callbacks talk only to that Strategy.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterable
 from contextlib import AbstractContextManager, suppress
 from datetime import timedelta
@@ -162,6 +163,7 @@ class Trainer:
         self.optimizers: list[torch.optim.Optimizer] = []
         self._wrapped_optimizers: list[StrategyOptimizer] = []
         self.lr_scheduler_configs: list[SchedulerConfig] = []
+        self._schedulers_resumed = False
         self._loaders: dict[str, Any] = {}
         self.train_dataloader: Any = None
         self.val_dataloaders: list[Any] = []
@@ -485,6 +487,14 @@ class Trainer:
                     logger.log_metrics(metrics, self.global_step)
 
     def _step_schedulers(self, interval: Literal["epoch", "step"]) -> None:
+        if self._schedulers_resumed:
+            # Resumed from a checkpoint taken after an epoch's last step: its epoch-end scheduler step comes before
+            # this process's first optimizer step, and torch would warn about an order the run did keep.
+            self._schedulers_resumed = False
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before")
+                self._step_schedulers(interval)
+            return
         count = self.global_step if interval == "step" else self.current_epoch + 1
         for config in self.lr_scheduler_configs:
             if config.interval != interval or count % config.frequency:

@@ -96,6 +96,7 @@ def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, 
         strategy.load_optimizer_state_dict(opt, state)
     for config, state in zip(trainer.lr_scheduler_configs, checkpoint.get("lr_schedulers", []), strict=False):
         config.scheduler.load_state_dict(state)
+    trainer._schedulers_resumed = bool(trainer.lr_scheduler_configs)
     strategy.precision.load_state_dict(checkpoint.get("precision", {}))
     trainer._progress.load_state_dict(checkpoint.get("loops", {}))
     states = checkpoint.get("callbacks", {})
