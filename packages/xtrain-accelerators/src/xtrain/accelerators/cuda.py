@@ -7,7 +7,7 @@ from typing import ClassVar
 import torch
 from typing_extensions import override
 
-from xtrain.accelerators._internal.stats import MB, collect, collect_pair, has_module
+from xtrain.accelerators._internal.stats import allocator_stats, collect, has_module
 from xtrain.core.accelerator import Accelerator
 
 __all__ = ["CUDAAccelerator"]
@@ -56,15 +56,7 @@ class CUDAAccelerator(Accelerator):
         Utilisation comes from ``torch.cuda.utilization``, which needs ``pynvml`` (``pip install nvidia-ml-py`` or
         ``xtrain-accelerators[cuda]``); without it the key is absent rather than an error in the training loop.
         """
-        stats = collect({
-            "memory_allocated_mb": lambda: torch.cuda.memory_allocated(device) / MB,
-            "memory_reserved_mb": lambda: torch.cuda.memory_reserved(device) / MB,
-            "memory_max_allocated_mb": lambda: torch.cuda.max_memory_allocated(device) / MB,
-        })
-        free_total = collect_pair(lambda: torch.cuda.mem_get_info(device))
-        if free_total is not None:
-            free, total = free_total
-            stats |= {"memory_free_mb": free / MB, "memory_total_mb": total / MB, "memory_used_mb": (total - free) / MB}
+        stats = allocator_stats(torch.cuda, device)
         if has_module("pynvml"):
             stats.update(collect({"utilization_percent": lambda: torch.cuda.utilization(device)}))
         return stats

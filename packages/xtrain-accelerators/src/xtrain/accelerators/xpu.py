@@ -7,7 +7,7 @@ from typing import ClassVar
 import torch
 from typing_extensions import override
 
-from xtrain.accelerators._internal.stats import MB, collect, collect_pair
+from xtrain.accelerators._internal.stats import allocator_stats
 from xtrain.core.accelerator import Accelerator
 
 __all__ = ["XPUAccelerator"]
@@ -51,16 +51,7 @@ class XPUAccelerator(Accelerator):
     @override
     def get_device_stats(self, device: torch.device) -> dict[str, float]:
         """Memory allocated, reserved, free and total (MB); torch.xpu reports no utilisation."""
-        stats = collect({
-            "memory_allocated_mb": lambda: torch.xpu.memory_allocated(device) / MB,
-            "memory_reserved_mb": lambda: torch.xpu.memory_reserved(device) / MB,
-            "memory_max_allocated_mb": lambda: torch.xpu.max_memory_allocated(device) / MB,
-        })
-        free_total = collect_pair(lambda: torch.xpu.mem_get_info(device))
-        if free_total is not None:
-            free, total = free_total
-            stats |= {"memory_free_mb": free / MB, "memory_total_mb": total / MB, "memory_used_mb": (total - free) / MB}
-        return stats
+        return allocator_stats(torch.xpu, device)
 
     @override
     def teardown(self) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from importlib.util import find_spec
+from typing import Any
 
-__all__ = ["MB", "collect", "collect_pair", "has_module"]
+__all__ = ["MB", "allocator_stats", "collect", "collect_pair", "has_module"]
 
 MB = 1024.0 * 1024.0
 # What a library raises for a statistic this driver, device or version does not offer.
@@ -43,3 +44,21 @@ def collect_pair(read: Callable[[], tuple[int, int]]) -> tuple[float, float] | N
     except _MISSING:
         return None
     return float(first), float(second)
+
+
+def allocator_stats(backend: Any, device: Any) -> dict[str, float]:
+    """Memory statistics (MB) of a torch device module with a caching allocator (``torch.cuda``, ``torch.xpu``).
+
+    Allocated, reserved and peak allocated from the allocator; free, total and used from ``mem_get_info`` where the
+    driver answers it.
+    """
+    stats = collect({
+        "memory_allocated_mb": lambda: backend.memory_allocated(device) / MB,
+        "memory_reserved_mb": lambda: backend.memory_reserved(device) / MB,
+        "memory_max_allocated_mb": lambda: backend.max_memory_allocated(device) / MB,
+    })
+    free_total = collect_pair(lambda: backend.mem_get_info(device))
+    if free_total is not None:
+        free, total = free_total
+        stats |= {"memory_free_mb": free / MB, "memory_total_mb": total / MB, "memory_used_mb": (total - free) / MB}
+    return stats
