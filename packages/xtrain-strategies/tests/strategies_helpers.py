@@ -145,5 +145,6 @@ def check_failed_fast(run: Run, *, failed_rank: int, how: str, started: float, b
     assert failed_at >= started
     if how == "raise":
         assert f"RuntimeError: boom from rank {failed_rank}" in result.output, result.output
+    # xtrain names the rank as "rank N"; torchrun's agent, which may end the others first, as "local_rank: N".
     assert f"rank {failed_rank}" in result.output or f"local_rank: {failed_rank}" in result.output, result.output
     return took

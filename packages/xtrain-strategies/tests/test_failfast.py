@@ -12,25 +12,10 @@ from collections.abc import Callable
 
 import pytest
 
-from strategies_helpers import Run
+from strategies_helpers import Run, check_failed_fast
 
 BOUND_S = 15.0
 LONG = {"max_steps": 100_000, "batch_size": 4, "samples": 64}
-
-
-def _check(run: Run, *, failed_rank: int, how: str, started: float) -> float:
-    failed_at = float((run.out / "failed_at").read_text())
-    took = time.time() - failed_at
-    result = run.result
-    assert not result.timed_out, result.output
-    assert all(code not in (0, None) for code in result.returncodes), (result.returncodes, result.output)
-    assert took <= BOUND_S, f"ranks took {took:.1f} s to stop after rank {failed_rank} failed:\n{result.output}"
-    assert failed_at >= started
-    if how == "raise":
-        assert f"RuntimeError: boom from rank {failed_rank}" in result.output, result.output
-    # xtrain names the rank as "rank N"; torchrun's agent, which may end the others first, as "local_rank: N".
-    assert f"rank {failed_rank}" in result.output or f"local_rank: {failed_rank}" in result.output, result.output
-    return took
 
 
 @pytest.mark.parametrize("how", ["raise", "sigkill"])
@@ -44,7 +29,7 @@ def test_xtrain_launcher(train: Callable[..., Run], how: str, failed_rank: int) 
         # (PR_SET_PDEATHSIG), which the fixture's leftover check has proven. Nobody is left to print anything.
         assert run.result.returncodes == [-9] and time.time() - float((run.out / "failed_at").read_text()) < BOUND_S
         return
-    took = _check(run, failed_rank=failed_rank, how=how, started=started)
+    took = check_failed_fast(run, bound=BOUND_S, failed_rank=failed_rank, how=how, started=started)
     if how == "sigkill" and failed_rank == 1:
         assert "rank 1 (local rank 1" in run.result.output and "SIGKILL" in run.result.output
         assert run.result.returncodes == [137]
@@ -56,7 +41,7 @@ def test_torchrun(train: Callable[..., Run], how: str) -> None:
     started = time.time()
     run = train({"strategy": "ddp", "devices": 2, **LONG, "fail": {"rank": 1, "step": 3, "how": how}},
                 how="torchrun", check=False)
-    took = _check(run, failed_rank=1, how=how, started=started)
+    took = check_failed_fast(run, bound=BOUND_S, failed_rank=1, how=how, started=started)
     print(f"torchrun, rank 1 {how}: all stopped {took:.1f} s after the failure")
 
 
@@ -66,7 +51,7 @@ def test_two_nodes(train: Callable[..., Run], how: str) -> None:
     started = time.time()
     run = train({"strategy": "ddp", "devices": 1, "num_nodes": 2, **LONG,
                  "fail": {"rank": 1, "step": 3, "how": how}}, how="two_nodes", check=False)
-    took = _check(run, failed_rank=1, how=how, started=started)
+    took = check_failed_fast(run, bound=BOUND_S, failed_rank=1, how=how, started=started)
     if how == "raise":
         node0 = run.result.processes[0].output
         assert "rank 1 failed; stopping rank 0" in node0 and "boom from rank 1" in node0, node0
@@ -77,5 +62,5 @@ def test_spawn_reports_the_failed_rank(train: Callable[..., Run]) -> None:
     started = time.time()
     run = train({"strategy": "ddp_spawn", "devices": 2, **LONG, "fail": {"rank": 1, "step": 3, "how": "raise"}},
                 check=False)
-    _check(run, failed_rank=1, how="raise", started=started)
+    check_failed_fast(run, bound=BOUND_S, failed_rank=1, how="raise", started=started)
     assert "RankFailedError: rank 1 failed" in run.result.output

@@ -36,8 +36,9 @@ from xtrain.strategies._internal.averaging import (
     broadcast_from_zero,
     model_tensors,
 )
+from xtrain.strategies._internal.caller_failure import report_caller_failure
 from xtrain.strategies._internal.comm_hooks import CommStats
-from xtrain.strategies.launchers import SubprocessScriptLauncher, launcher_for
+from xtrain.strategies.launchers import launcher_for
 
 __all__ = ["DecentralizedStrategy", "LocalSGDStrategy", "Peers", "ReplicaStrategy"]
 
@@ -136,8 +137,7 @@ class ReplicaStrategy(ParallelStrategy):
     @override
     def on_exception(self, exception: BaseException) -> None:
         self._failed = True
-        if isinstance(self._launcher, SubprocessScriptLauncher):
-            self._launcher.caller_failed()
+        report_caller_failure(self._launcher)
         super().on_exception(exception)
 
     @override

@@ -33,6 +33,7 @@ from xtrain.core.errors import ConfigError
 from xtrain.core.launcher import Launcher
 from xtrain.core.parallel import ParallelStrategy
 from xtrain.core.strategy import StepName
+from xtrain.strategies._internal.caller_failure import report_caller_failure
 from xtrain.strategies._internal.gradients import all_reduce_gradients
 from xtrain.strategies._internal.redirect import StepRedirect, call_step
 from xtrain.strategies.launchers import ForkLauncher, MultiprocessingLauncher, SubprocessScriptLauncher
@@ -174,8 +175,7 @@ class DDPStrategy(ParallelStrategy):
 
     @override
     def on_exception(self, exception: BaseException) -> None:
-        if isinstance(self._launcher, SubprocessScriptLauncher):
-            self._launcher.caller_failed()
+        report_caller_failure(self._launcher)
         super().on_exception(exception)
 
     def __repr__(self) -> str:

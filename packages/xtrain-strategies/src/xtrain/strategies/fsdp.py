@@ -30,6 +30,7 @@ from xtrain.core.sharded_checkpoint import copy_sharded_checkpoint, is_sharded, 
 from xtrain.core.sharded_saver import ShardedSaver
 from xtrain.core.strategy import StepName
 from xtrain.strategies._internal import fsdp_setup, fsdp_state
+from xtrain.strategies._internal.caller_failure import report_caller_failure
 from xtrain.strategies._internal.fsdp_setup import ModuleSelector
 from xtrain.strategies._internal.redirect import StepRedirect, call_step
 from xtrain.strategies.launchers import SubprocessScriptLauncher
@@ -127,8 +128,7 @@ class FSDPStrategy(ParallelStrategy):
 
     @override
     def on_exception(self, exception: BaseException) -> None:
-        if isinstance(self._launcher, SubprocessScriptLauncher):
-            self._launcher.caller_failed()
+        report_caller_failure(self._launcher)
         super().on_exception(exception)
 
     @override

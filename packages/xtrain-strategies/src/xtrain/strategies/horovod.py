@@ -31,10 +31,11 @@ from xtrain.core.errors import ConfigError
 from xtrain.core.launcher import Launcher
 from xtrain.core.parallel import ParallelStrategy
 from xtrain.core.strategy import ReduceOp
+from xtrain.strategies._internal.caller_failure import report_caller_failure
 from xtrain.strategies._internal.horovod_optimizer import HorovodOptimizers
 from xtrain.strategies._internal.horovod_runtime import horovod_or_error, horovod_store
 from xtrain.strategies._internal.horovod_wire import SUM_DTYPE, bitwise, broadcast_tensors
-from xtrain.strategies.launchers import HorovodLauncher, SubprocessScriptLauncher
+from xtrain.strategies.launchers import HorovodLauncher
 
 __all__ = ["Compression", "HorovodStrategy"]
 
@@ -160,8 +161,7 @@ class HorovodStrategy(ParallelStrategy):
 
     @override
     def on_exception(self, exception: BaseException) -> None:
-        if isinstance(self._launcher, SubprocessScriptLauncher):
-            self._launcher.caller_failed()
+        report_caller_failure(self._launcher)
         super().on_exception(exception)
 
     # -- the step path ----------------------------------------------------------------------------------------------
