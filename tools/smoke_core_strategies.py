@@ -8,26 +8,8 @@ from __future__ import annotations
 import sys
 import tempfile
 
-import torch
-from torch.utils.data import DataLoader, TensorDataset
-
-from xtrain.core import ConfigError, Trainer, TrainModule
-
-
-class Tiny(TrainModule):
-    def __init__(self) -> None:
-        super().__init__()
-        self.net = torch.nn.Linear(8, 2)
-        self.losses: list[float] = []
-
-    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        x, y = batch
-        loss = torch.nn.functional.cross_entropy(self.net(x), y)
-        self.losses.append(float(loss.detach()))
-        return loss
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.SGD(self.parameters(), lr=0.5)
+from smoke_model import Tiny, loader
+from xtrain.core import ConfigError, Trainer
 
 
 def main() -> None:
@@ -38,14 +20,12 @@ def main() -> None:
         print(f"refused as expected: {err}", flush=True)
     else:
         raise AssertionError("bf16-mixed should need xtrain-precision")
-    torch.manual_seed(0)
-    x = torch.randn(256, 8)
-    y = (x[:, 0] > 0).long()
+    data = loader()  # seeds torch first, as before the model is built
     module = Tiny()
     with tempfile.TemporaryDirectory() as root:
         trainer = Trainer(accelerator="cpu", devices=2, strategy="ddp", max_epochs=3, default_root_dir=root,
                           enable_progress_bar=False, enable_model_summary=False, logger=False)
-        trainer.fit(module, DataLoader(TensorDataset(x, y), batch_size=32, shuffle=True))
+        trainer.fit(module, data)
         assert trainer.world_size == 2
     assert module.losses[-1] < module.losses[0], module.losses
     if trainer.is_global_zero:
