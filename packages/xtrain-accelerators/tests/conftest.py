@@ -1,14 +1,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import ExitStack
 from importlib.util import find_spec
-from pathlib import Path
 
 import pytest
 
-from xtrain.core.testing import installed_distribution as _installed
+from xtrain.core.testing.fixtures import installed_distribution, restore_environment
+
+__all__ = ["installed_distribution", "restore_environment"]
 
 HAS_XLA = find_spec("torch_xla") is not None
 
@@ -25,23 +24,3 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """In the ``xla`` nox session the XLA tests must run: a missing torch_xla fails the run instead of skipping."""
     if os.environ.get("XTRAIN_REQUIRE_XLA") == "1" and not HAS_XLA:
         raise pytest.UsageError("XTRAIN_REQUIRE_XLA=1 but torch_xla is not installed in this environment")
-
-
-@pytest.fixture(autouse=True)
-def _restore_environment() -> Iterator[None]:
-    """Tests that set PJRT_DEVICE, CPU_NUM_DEVICES and the like must not leak them into the next test."""
-    saved = dict(os.environ)
-    yield
-    os.environ.clear()
-    os.environ.update(saved)
-
-
-@pytest.fixture
-def installed_distribution(tmp_path: Path) -> Iterator[object]:
-    """Install a real distribution (a dist-info directory on sys.path) declaring entry points; undone afterwards."""
-    with ExitStack() as stack:
-
-        def install(name: str, entry_points: dict[str, dict[str, str]], modules: dict[str, str] | None = None) -> Path:
-            return stack.enter_context(_installed(tmp_path / f"site-{name}", name, entry_points, modules))
-
-        yield install

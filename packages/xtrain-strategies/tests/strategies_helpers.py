@@ -103,12 +103,9 @@ def assert_close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], tol: fl
 
 
 @pytest.fixture(autouse=True)
-def _restore_environment() -> Iterator[None]:
-    """Tests that set SLURM_*, MASTER_PORT and the like must not leak them; registries rescanned afterwards."""
-    saved = dict(os.environ)
+def _refresh_registries(restore_environment: None) -> Iterator[None]:
+    """Registries rescanned after each test (some install distributions), within the restored environment."""
     yield
-    os.environ.clear()
-    os.environ.update(saved)
     for registry in all_registries():
         registry.refresh()
 
