@@ -21,33 +21,22 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, TensorDataset
+from step_overhead import task_data, task_net
+from torch.utils.data import DataLoader
 
-STEPS_PER_EPOCH = 100
 AUTOCAST = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
 TRUE = {"bf16-true": torch.bfloat16, "16-true": torch.float16, "64-true": torch.float64}
 
 
-def _data() -> TensorDataset:
-    g = torch.Generator().manual_seed(1234)
-    x = torch.randn(64 * STEPS_PER_EPOCH, 32, generator=g)
-    y = torch.randint(0, 10, (64 * STEPS_PER_EPOCH,), generator=g)
-    return TensorDataset(x, y)
-
-
-def _net() -> torch.nn.Module:
-    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
-
-
 def plain(precision: str, steps: int) -> tuple[float, float]:
     torch.manual_seed(0)
-    net = _net()
+    net = task_net()
     dtype = TRUE.get(precision)
     if dtype is not None:
         net = net.to(dtype)
     opt = torch.optim.SGD(net.parameters(), lr=0.05)
     scaler = torch.amp.GradScaler("cpu") if precision == "16-mixed" else None
-    loader = DataLoader(_data(), batch_size=64, shuffle=True)
+    loader = DataLoader(task_data(), batch_size=64, shuffle=True)
     done, loss = 0, torch.tensor(0.0)
     start = time.perf_counter()
     while done < steps:
@@ -78,7 +67,7 @@ def trainer(precision: str, steps: int) -> tuple[float, float]:
     class Tiny(TrainModule):
         def __init__(self) -> None:
             super().__init__()
-            self.net = _net()
+            self.net = task_net()
             self.last = torch.tensor(0.0)
 
         def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
@@ -92,7 +81,7 @@ def trainer(precision: str, steps: int) -> tuple[float, float]:
 
     torch.manual_seed(0)
     module = Tiny()
-    loader = DataLoader(_data(), batch_size=64, shuffle=True)
+    loader = DataLoader(task_data(), batch_size=64, shuffle=True)
     t = Trainer(max_steps=steps, accelerator="cpu", devices=1, precision=precision, enable_checkpointing=False,
                 logger=False, enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0)
     start = time.perf_counter()

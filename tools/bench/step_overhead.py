@@ -31,14 +31,16 @@ from torch.utils.data import DataLoader, TensorDataset
 STEPS_PER_EPOCH = 100
 
 
-def _data() -> TensorDataset:
+def task_data() -> TensorDataset:
+    """The task every arm trains (shared with precision_overhead.py): 6400 seeded samples of 32 features, 10 classes."""
     g = torch.Generator().manual_seed(1234)
     x = torch.randn(64 * STEPS_PER_EPOCH, 32, generator=g)
     y = torch.randint(0, 10, (64 * STEPS_PER_EPOCH,), generator=g)
     return TensorDataset(x, y)
 
 
-def _net() -> torch.nn.Module:
+def task_net() -> torch.nn.Module:
+    """The 32-64-10 MLP every arm trains."""
     return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
 
 
@@ -71,9 +73,9 @@ def _loop(net: Any, opt: torch.optim.Optimizer, loader: Any, steps: int,
 def plain(steps: int) -> tuple[float, float]:
     torch.manual_seed(0)
     device = torch.device(ACCELERATOR)
-    net = _net().to(device)
+    net = task_net().to(device)
     opt = torch.optim.SGD(net.parameters(), lr=0.05)
-    loader = DataLoader(_data(), batch_size=64, shuffle=True)
+    loader = DataLoader(task_data(), batch_size=64, shuffle=True)
     return _loop(net, opt, loader, steps, lambda loss: loss.backward(), device)
 
 
@@ -83,7 +85,7 @@ def trainer(steps: int, *, lean: bool) -> tuple[float, float]:
     class Tiny(TrainModule):
         def __init__(self) -> None:
             super().__init__()
-            self.net = _net()
+            self.net = task_net()
             self.last = torch.tensor(0.0)
 
         def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
@@ -98,7 +100,7 @@ def trainer(steps: int, *, lean: bool) -> tuple[float, float]:
 
     torch.manual_seed(0)
     module = Tiny()
-    loader = DataLoader(_data(), batch_size=64, shuffle=True)
+    loader = DataLoader(task_data(), batch_size=64, shuffle=True)
     with tempfile.TemporaryDirectory() as root:
         extra = {"enable_checkpointing": False, "logger": False, "enable_progress_bar": False,
                  "enable_model_summary": False}
@@ -116,10 +118,10 @@ def engine(steps: int) -> tuple[float, float]:
 
     torch.manual_seed(0)
     eng = Engine(accelerator=ACCELERATOR, devices=1)
-    net = _net()
+    net = task_net()
     opt = torch.optim.SGD(net.parameters(), lr=0.05)
     net, opt = eng.setup(net, opt)
-    loader = eng.setup_dataloaders(DataLoader(_data(), batch_size=64, shuffle=True))
+    loader = eng.setup_dataloaders(DataLoader(task_data(), batch_size=64, shuffle=True))
     return _loop(net, opt, loader, steps, eng.backward)
 
 
@@ -128,10 +130,10 @@ def fabric(steps: int) -> tuple[float, float]:
 
     torch.manual_seed(0)
     fab = Fabric(accelerator=ACCELERATOR, devices=1)
-    net = _net()
+    net = task_net()
     opt = torch.optim.SGD(net.parameters(), lr=0.05)
     net, opt = fab.setup(net, opt)
-    loader = fab.setup_dataloaders(DataLoader(_data(), batch_size=64, shuffle=True))
+    loader = fab.setup_dataloaders(DataLoader(task_data(), batch_size=64, shuffle=True))
     return _loop(net, opt, loader, steps, fab.backward)
 
 
