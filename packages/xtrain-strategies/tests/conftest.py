@@ -10,10 +10,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from strategies_helpers import _refresh_registries, horovod_missing, train
+from strategies_helpers import _refresh_registries, clean, horovod_missing, train
 from xtrain.core.testing.fixtures import restore_environment
 
-__all__ = ["_refresh_registries", "restore_environment", "train"]
+__all__ = ["_refresh_registries", "clean", "restore_environment", "train"]
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import torch
 
+from xtrain.core import Trainer
 from xtrain.core.registry import all_registries
 from xtrain.core.testing import RunResult, free_port, leftover_processes, run_processes, torchrun_command
 
@@ -108,6 +109,19 @@ def _refresh_registries(restore_environment: None) -> Iterator[None]:
     yield
     for registry in all_registries():
         registry.refresh()
+
+
+def quiet_trainer(**kwargs: Any) -> Trainer:
+    """A CPU Trainer without logger, progress bar, checkpointing or summary (for resolution and setup tests)."""
+    return Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_checkpointing=False,
+                   enable_model_summary=False, **kwargs)
+
+
+@pytest.fixture
+def clean(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """``monkeypatch`` after removing every cluster variable of the machine running the tests."""
+    clear_cluster_variables(monkeypatch)
+    return monkeypatch
 
 
 def clear_cluster_variables(monkeypatch: pytest.MonkeyPatch, keep: Sequence[str] = ()) -> None:

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import torch
 
-from strategies_helpers import Run, assert_close
-from xtrain.core import ConfigError, Trainer
+from strategies_helpers import Run, assert_close, quiet_trainer
+from xtrain.core import ConfigError
 from xtrain.core.testing import StrategyConformance
 from xtrain.strategies._internal.averaging import shift_peers
 from xtrain.strategies._internal.comm_hooks import dequantize, quantize
@@ -127,11 +127,6 @@ def test_gossip_ring_reaches_every_peer_and_pairs_up() -> None:
     assert heard == {1, 2, 3, 4}
 
 
-def _trainer(**kwargs: Any) -> Trainer:
-    return Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_checkpointing=False,
-                   enable_model_summary=False, **kwargs)
-
-
 @pytest.mark.filterwarnings("ignore:precision='16-mixed' on the CPU")
 def test_invalid_options_are_config_errors() -> None:
     with pytest.raises(ConfigError, match=r"^period=0"):
@@ -144,7 +139,7 @@ def test_invalid_options_are_config_errors() -> None:
         CompressedDDPStrategy(comm_hook=lambda state, bucket: None)
     # Declared as data (supported_precisions): 16-mixed's scaler skips steps on some ranks but not others.
     with pytest.raises(ConfigError, match=r"^precision='16-mixed': is not supported by strategy='local_sgd'") as info:
-        _trainer(strategy="local_sgd", devices=2, precision="16-mixed")
+        quiet_trainer(strategy="local_sgd", devices=2, precision="16-mixed")
     assert "'bf16-mixed'" in str(info.value)
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from strategies_helpers import clear_cluster_variables
-from xtrain.core import ConfigError, Trainer
+from strategies_helpers import quiet_trainer
+from xtrain.core import ConfigError
 from xtrain.core.defaults import LocalEnvironment
 from xtrain.core.testing import run_processes, torchrun_command
 from xtrain.strategies.environments import (
@@ -32,17 +32,6 @@ MPI = {"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORL
        "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_MCA_ess_base_jobid": "777"}
 
 
-def _trainer(**kwargs: object) -> Trainer:
-    return Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_checkpointing=False,
-                   enable_model_summary=False, **kwargs)  # type: ignore[arg-type]
-
-
-@pytest.fixture
-def clean(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    clear_cluster_variables(monkeypatch)
-    return monkeypatch
-
-
 def _set(monkeypatch: pytest.MonkeyPatch, variables: dict[str, str]) -> None:
     for k, v in variables.items():
         monkeypatch.setenv(k, v)
@@ -53,11 +42,11 @@ def test_detection_order_torchelastic_slurm_lsf_mpi_local(clean: pytest.MonkeyPa
     rankfile.write_text("batch\nnodeA\nnodeA\n")
     lsf = {"LSB_JOBID": "9", "LSB_DJOB_RANKFILE": str(rankfile), "JSM_NAMESPACE_LOCAL_RANK": "0",
            "JSM_NAMESPACE_SIZE": "2", "JSM_NAMESPACE_RANK": "0"}
-    assert isinstance(_trainer(devices=1).strategy.cluster_environment, LocalEnvironment)
+    assert isinstance(quiet_trainer(devices=1).strategy.cluster_environment, LocalEnvironment)
     for variables, expected in [(MPI, MPIEnvironment), (lsf, LSFEnvironment), (SLURM, SLURMEnvironment),
                                 (TORCHRUN, TorchElasticEnvironment)]:
         _set(clean, variables)  # each layer added on top: the higher priority must win
-        strategy = _trainer(strategy="ddp", devices=2, num_nodes=2 if expected is SLURMEnvironment else 1).strategy
+        strategy = quiet_trainer(strategy="ddp", devices=2, num_nodes=2 if expected is SLURMEnvironment else 1).strategy
         assert type(strategy.cluster_environment) is expected
         assert strategy.launcher is None  # the cluster started the processes
 
@@ -65,16 +54,16 @@ def test_detection_order_torchelastic_slurm_lsf_mpi_local(clean: pytest.MonkeyPa
 def test_kubeflow_is_only_explicit(clean: pytest.MonkeyPatch) -> None:
     _set(clean, {"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "23456"})
     assert KubeflowEnvironment.detect_priority is None
-    assert isinstance(_trainer(devices=1).strategy.cluster_environment, LocalEnvironment)
-    s = _trainer(strategy="ddp", devices=1, num_nodes=2, plugins=["kubeflow"]).strategy
+    assert isinstance(quiet_trainer(devices=1).strategy.cluster_environment, LocalEnvironment)
+    s = quiet_trainer(strategy="ddp", devices=1, num_nodes=2, plugins=["kubeflow"]).strategy
     assert (s.global_rank, s.world_size, s.node_rank, s.local_rank) == (1, 2, 1, 0)
     with pytest.raises(ConfigError, match=r"devices=2: Kubeflow's PyTorchJob runs one process per pod.*Fix:"):
-        _trainer(strategy="ddp", devices=2, num_nodes=2, plugins=["kubeflow"])
+        quiet_trainer(strategy="ddp", devices=2, num_nodes=2, plugins=["kubeflow"])
 
 
 def test_ranks_come_from_each_cluster(clean: pytest.MonkeyPatch) -> None:
     _set(clean, SLURM)
-    s = _trainer(strategy="ddp", devices=2, num_nodes=2).strategy
+    s = quiet_trainer(strategy="ddp", devices=2, num_nodes=2).strategy
     env = s.cluster_environment
     assert (s.global_rank, s.local_rank, s.node_rank, s.world_size) == (3, 1, 1, 4)
     assert env is not None and env.main_address == "gpu07" and 20000 <= env.main_port < 40000
@@ -84,12 +73,12 @@ def test_ranks_come_from_each_cluster(clean: pytest.MonkeyPatch) -> None:
 def test_slurm_ntasks_per_node_must_match_devices(clean: pytest.MonkeyPatch) -> None:
     _set(clean, SLURM)
     with pytest.raises(ConfigError) as info:
-        _trainer(strategy="ddp", devices=4, num_nodes=2)
+        quiet_trainer(strategy="ddp", devices=4, num_nodes=2)
     message = str(info.value)
     assert message.startswith("devices=4:") and "--ntasks-per-node=2" in message
     assert "Fix: write devices=2, or start the job with --ntasks-per-node=4" in message
     with pytest.raises(ConfigError, match=r"num_nodes=1: does not match the 2 node\(s\) SLURM started.*--nodes=2"):
-        _trainer(strategy="ddp", devices=2, num_nodes=1)
+        quiet_trainer(strategy="ddp", devices=2, num_nodes=1)
 
 
 def test_interactive_slurm_allocation_is_not_srun(clean: pytest.MonkeyPatch) -> None:
@@ -103,10 +92,10 @@ def test_mpi_without_mpi4py_derives_a_port_on_one_node_and_refuses_several(clean
     assert (env.global_rank(), env.local_rank(), env.world_size(), env.node_rank()) == (1, 1, 2, 0)
     assert env.main_address == "127.0.0.1" and env.main_port == MPIEnvironment(use_mpi4py=False).main_port
     with pytest.raises(ConfigError, match=r"devices=3: asks for 3 process\(es\) per node, but mpirun started 2"):
-        _trainer(strategy="ddp", devices=3, plugins=[MPIEnvironment(use_mpi4py=False)])
+        quiet_trainer(strategy="ddp", devices=3, plugins=[MPIEnvironment(use_mpi4py=False)])
     _set(clean, {"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "2"})
     with pytest.raises(ConfigError, match=r"spans 2 nodes.*Fix: pip install 'xtrain-strategies\[mpi\]'"):
-        _trainer(strategy="ddp", devices=2, num_nodes=2, plugins=[MPIEnvironment(use_mpi4py=False)])
+        quiet_trainer(strategy="ddp", devices=2, num_nodes=2, plugins=[MPIEnvironment(use_mpi4py=False)])
     _set(clean, {"MASTER_ADDR": "10.1.2.3", "MASTER_PORT": "23456"})
     env = MPIEnvironment(use_mpi4py=False)
     assert (env.main_address, env.main_port, env.node_rank()) == ("10.1.2.3", 23456, 1)
@@ -147,6 +136,6 @@ def test_fork_missing_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None
 
     monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
     with pytest.raises(ConfigError) as info:
-        _trainer(strategy="ddp_notebook", devices=2)
+        quiet_trainer(strategy="ddp_notebook", devices=2)
     assert "'fork'" in str(info.value) and "Fix: use strategy='ddp_spawn'" in str(info.value)
 

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from strategies_helpers import clear_cluster_variables
-from xtrain.core import ConfigError, Trainer
+from strategies_helpers import quiet_trainer
+from xtrain.core import ConfigError
 from xtrain.core.defaults import LocalEnvironment
 from xtrain.strategies.environments import HorovodEnvironment, MPIEnvironment, SLURMEnvironment
 from xtrain.strategies.horovod import HorovodStrategy
@@ -22,22 +22,11 @@ HOROVODRUN = {"HOROVOD_RANK": "1", "HOROVOD_SIZE": "2", "HOROVOD_LOCAL_RANK": "1
               "HOROVOD_GLOO_RENDEZVOUS_ADDR": "10.0.0.5", "HOROVOD_GLOO_RENDEZVOUS_PORT": "4242"}
 
 
-def _trainer(**kwargs: object) -> Trainer:
-    return Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_checkpointing=False,
-                   enable_model_summary=False, **kwargs)  # type: ignore[arg-type]
-
-
-@pytest.fixture
-def clean(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    clear_cluster_variables(monkeypatch)
-    return monkeypatch
-
-
 def test_missing_horovod_is_a_config_error_with_the_build_command(clean: pytest.MonkeyPatch) -> None:
     for name in ("horovod", "horovod.torch"):
         clean.setitem(sys.modules, name, None)  # makes `import horovod.torch` fail, installed or not
     with pytest.raises(ConfigError) as info:
-        _trainer(strategy="horovod", devices=2)
+        quiet_trainer(strategy="horovod", devices=2)
     message = str(info.value)
     assert message.startswith("strategy='horovod': needs Horovod, which is not installed.")
     assert "python tools/build_horovod.py" in message and "C++17" in message
@@ -56,7 +45,7 @@ def test_horovodrun_variables_give_ranks_and_win_over_slurm_and_mpi(clean: pytes
     for k, v in {**HOROVODRUN, "SLURM_NTASKS": "2", "SLURM_JOB_NAME": "train", "OMPI_COMM_WORLD_SIZE": "2"}.items():
         clean.setenv(k, v)
     assert HorovodEnvironment.detect() and SLURMEnvironment.detect() and MPIEnvironment.detect()
-    strategy = _trainer(strategy="ddp", devices=2).strategy
+    strategy = quiet_trainer(strategy="ddp", devices=2).strategy
     env = strategy.cluster_environment
     assert isinstance(env, HorovodEnvironment)
     assert (strategy.global_rank, strategy.local_rank, strategy.world_size, strategy.node_rank) == (1, 1, 2, 0)
@@ -68,7 +57,7 @@ def test_devices_must_match_what_horovodrun_started(clean: pytest.MonkeyPatch) -
     for k, v in HOROVODRUN.items():
         clean.setenv(k, v)
     with pytest.raises(ConfigError, match=r"devices=4: asks for 4 process\(es\) per node, but horovodrun started 2"):
-        _trainer(strategy="ddp", devices=4)
+        quiet_trainer(strategy="ddp", devices=4)
 
 
 def test_launcher_refuses_several_nodes_and_names_horovodrun() -> None:
