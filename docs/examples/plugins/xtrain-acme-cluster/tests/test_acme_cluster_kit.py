@@ -1,5 +1,6 @@
-from xtrain.core.testing import ClusterEnvironmentConformance
 from xtrain_acme_cluster.environment import AcmeEnvironment
+
+from xtrain.core.testing import ClusterEnvironmentConformance
 
 
 class TestAcmeEnvironment(ClusterEnvironmentConformance):

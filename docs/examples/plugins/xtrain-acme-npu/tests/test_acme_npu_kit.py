@@ -1,9 +1,9 @@
 import os
 
 import pytest
+from xtrain_acme_npu.accelerator import AcmeNPUAccelerator
 
 from xtrain.core.testing import AcceleratorConformance
-from xtrain_acme_npu.accelerator import AcmeNPUAccelerator
 
 
 @pytest.fixture(autouse=True)

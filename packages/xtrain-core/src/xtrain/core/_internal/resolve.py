@@ -121,7 +121,7 @@ def _unavailable(accelerator: object, acc: Accelerator) -> ConfigError:
     because = f" {reason.rstrip('.')}." if reason else ""
     fix = f"choose an available accelerator, {example}or 'auto'."
     return ConfigError("accelerator", accelerator, f"{acc.name!r} is not available on this machine.{because}",
-                       choices=available, fix=f"make it available as said, or {fix}" if reason else fix)
+                       choices=available, fix=f"{fix[:-1]}; or make it available as said." if reason else fix)
 
 
 def _accelerator(accelerator: object, strategy: Strategy | None) -> Accelerator:
