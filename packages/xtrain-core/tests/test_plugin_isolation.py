@@ -16,7 +16,7 @@ from xtrain.core import ConfigError, Trainer
 from xtrain.core._internal.resolve import resolve
 from xtrain.core.defaults import CPUAccelerator
 from xtrain.core.registry import ACCELERATORS, PluginWarning
-from xtrain.core.testing import AcceleratorConformance
+from xtrain.core.testing import AcceleratorConformance, TinyClassifier, tiny_loaders
 
 NPU = '''
 from xtrain.core.defaults.cpu import CPUAccelerator
@@ -101,6 +101,9 @@ def test_an_accelerator_whose_init_raises(installed_distribution: Install) -> No
     trainer, messages = auto_warnings()
     assert trainer.strategy.accelerator.name == "cpu"
     assert len(messages) == 1 and "RuntimeError: driver handle is stale" in messages[0], messages
+    trainer = quiet_trainer(max_steps=3)
+    trainer.fit(TinyClassifier(), tiny_loaders()[0])
+    assert trainer.global_step == 3, "the default Trainer still trains"
     assert "acme-npu 1.0.0" in messages[0]
     message = by_name("npu")
     assert "could not be created: RuntimeError: driver handle is stale" in message
@@ -113,6 +116,9 @@ def test_an_accelerator_whose_availability_check_raises(installed_distribution: 
     trainer, messages = auto_warnings()
     assert trainer.strategy.accelerator.name == "cpu"
     assert len(messages) == 1 and "OSError: libnpu.so" in messages[0] and "acme-npu" in messages[0], messages
+    message = by_name("npu")
+    assert "(entry point 'npu = npu_mod:NPU' of acme-npu 1.0.0) raised OSError: libnpu.so" in message
+    assert "in is_available()" in message
 
 
 def test_an_accelerator_missing_an_abstract_method(installed_distribution: Install) -> None:

@@ -143,7 +143,13 @@ def _accelerator(accelerator: object, strategy: Strategy | None) -> Accelerator:
     else:
         raise ConfigError("accelerator", accelerator, "must be a registered name, 'auto' or an Accelerator instance.",
                           choices=["auto", *ACCELERATORS.names()], fix="write accelerator='auto'.")
-    if not acc.is_available():
+    try:
+        available = acc.is_available()
+    except Exception as err:
+        if not isinstance(accelerator, str):
+            raise
+        raise ACCELERATORS.broken(accelerator, f"raised {type(err).__name__}: {err} in is_available().") from err
+    if not available:
         raise _unavailable(accelerator, acc)
     return acc
 
