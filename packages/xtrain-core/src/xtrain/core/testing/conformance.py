@@ -28,11 +28,8 @@ from xtrain.core.errors import ConfigError
 from xtrain.core.registry import ACCELERATORS, STRATEGIES
 from xtrain.core.strategy import Strategy
 from xtrain.core.testing._check import check, fail
-from xtrain.core.testing.conformance_plugins import (
-    CheckpointIOConformance,
-    ClusterEnvironmentConformance,
-    PrecisionConformance,
-)
+from xtrain.core.testing.conformance_environment import ClusterEnvironmentConformance
+from xtrain.core.testing.conformance_plugins import CheckpointIOConformance, PrecisionConformance
 from xtrain.core.testing.doubles import simulate_devices
 from xtrain.core.testing.processes import python_command, run_processes, torchrun_command
 
