@@ -137,7 +137,7 @@ def test_other_missing_accelerators_are_refused_the_same_way(name: str) -> None:
     if acc.is_available():  # type: ignore[attr-defined]
         pytest.skip(f"this machine has {name}")
     with pytest.raises(ConfigError, match=rf"accelerator='{name}': '{name}' is not available on this machine\. "
-                                          r"Valid choices: .*'cpu'"):
+                                          r".*Valid choices: .*'cpu'"):
         resolve(accelerator=name)
 
 
@@ -252,3 +252,22 @@ def test_one_device_defaults_to_single_xla() -> None:
         strategy = resolve(accelerator="tpu", devices=[3]).strategy
     assert strategy.name == "single_xla" and strategy.root_device == torch.device("xla", 3)
     assert strategy.precision.device_type == "xla"
+
+
+@pytest.mark.parametrize("accelerator", [CUDAAccelerator, MPSAccelerator, XPUAccelerator, XLAAccelerator])
+def test_an_unavailable_builtin_accelerator_says_how_to_make_it_available(accelerator: type[Accelerator]) -> None:
+    """Where a built-in is unavailable (CI: a CPU build of torch) it explains itself in the error for its name."""
+    if accelerator.is_available():
+        assert accelerator.unavailable_reason() is None
+        pytest.skip(f"{accelerator.name} is available here")
+    reason = accelerator.unavailable_reason()
+    assert reason, f"{accelerator.name} gives no reason"
+    if accelerator is CUDAAccelerator and not torch.backends.cuda.is_built():
+        assert f"torch {torch.__version__} was built without CUDA; install a CUDA build of torch" in reason
+    with pytest.raises(ConfigError) as info:
+        resolve(accelerator=accelerator.name)
+    message = str(info.value)
+    assert message.startswith(f"accelerator={accelerator.name!r}: {accelerator.name!r} is not available on this "
+                              f"machine. {reason}."), message
+    assert message.endswith("Fix: choose an available accelerator, e.g. accelerator='cpu', or 'auto'; "
+                            "or make it available as said.")

@@ -70,5 +70,6 @@ def test_listing_names_imports_nothing(installed_distribution: Any) -> None:
     installed_distribution("boom-plugin", {"xtrain.strategies": {"boom": "boom_mod:Boom"}},
                            {"boom_mod": "raise RuntimeError('imported too early')\n"})
     assert "boom" in STRATEGIES.names()
-    with pytest.raises(RuntimeError, match="imported too early"):
+    with pytest.raises(ConfigError, match="could not be imported: RuntimeError: imported too early") as info:
         STRATEGIES.load("boom")
+    assert isinstance(info.value.__cause__, RuntimeError)

@@ -44,6 +44,17 @@ class CUDAAccelerator(Accelerator):
             return 0
         return int(torch.cuda.device_count())
 
+    @classmethod
+    @override
+    def unavailable_reason(cls) -> str | None:
+        if not torch.backends.cuda.is_built():
+            return (f"torch {torch.__version__} was built without CUDA; install a CUDA build of torch "
+                    f"(https://pytorch.org/get-started/locally/)")
+        if cls.device_count() == 0:
+            return ("torch sees no CUDA GPU: no NVIDIA driver is loaded, or CUDA_VISIBLE_DEVICES hides every GPU "
+                    "(check `nvidia-smi` and CUDA_VISIBLE_DEVICES)")
+        return None
+
     @override
     def setup_device(self, device: torch.device) -> None:
         """Make ``device`` current, so kernels and NCCL of this process run on the GPU its rank owns."""

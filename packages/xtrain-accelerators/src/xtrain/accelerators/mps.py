@@ -40,6 +40,15 @@ class MPSAccelerator(Accelerator):
     def device_count(cls) -> int:
         return 1 if cls.is_available() else 0
 
+    @classmethod
+    @override
+    def unavailable_reason(cls) -> str | None:
+        if cls.is_available():
+            return None
+        if not torch.backends.mps.is_built():
+            return f"torch {torch.__version__} was built without MPS; MPS needs a macOS build of torch on Apple silicon"
+        return "torch was built with MPS, but this Mac has no MPS device or its macOS is older than 12.3"
+
     @override
     def get_device_stats(self, device: torch.device) -> dict[str, float]:
         """Memory allocated by tensors and by the Metal driver, and the memory left below the recommended maximum (MB).

@@ -14,7 +14,7 @@ from typing import ClassVar
 import torch
 from typing_extensions import override
 
-from xtrain.accelerators._internal.stats import MB, collect
+from xtrain.accelerators._internal.stats import MB, collect, has_module
 from xtrain.accelerators._internal.xla_runtime import (
     FAITHFUL_ROUNDING,
     import_xla,
@@ -67,6 +67,18 @@ class XLAAccelerator(Accelerator):
     @override
     def device_count(cls) -> int:
         return local_device_count()
+
+    @classmethod
+    @override
+    def unavailable_reason(cls) -> str | None:
+        if not has_module("torch_xla"):
+            return "torch_xla is not installed; pip install 'xtrain-accelerators[xla]'"
+        if pjrt_device() is None:
+            return ("torch_xla is installed but no PJRT device is chosen and libtpu is absent; set PJRT_DEVICE "
+                    "(TPU, CUDA or CPU)")
+        if cls.device_count() == 0:
+            return f"PJRT_DEVICE={pjrt_device()} reports no devices"
+        return None
 
     @override
     def setup_device(self, device: torch.device) -> None:

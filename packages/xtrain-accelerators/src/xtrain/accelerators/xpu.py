@@ -43,6 +43,17 @@ class XPUAccelerator(Accelerator):
             return 0
         return int(xpu.device_count())
 
+    @classmethod
+    @override
+    def unavailable_reason(cls) -> str | None:
+        xpu = getattr(torch, "xpu", None)
+        if xpu is None or not hasattr(xpu, "device_count") or not getattr(xpu, "_is_compiled", lambda: True)():
+            return (f"torch {torch.__version__} was built without XPU support; install an XPU build of torch "
+                    f"(https://pytorch.org/get-started/locally/)")
+        if cls.device_count() == 0:
+            return "torch sees no Intel GPU: check the GPU driver and ZE_AFFINITY_MASK"
+        return None
+
     @override
     def setup_device(self, device: torch.device) -> None:
         """Make ``device`` current, so this rank's kernels and oneCCL run on the GPU it owns."""

@@ -21,8 +21,10 @@ __all__ = ["Accelerator", "DevicesArg"]
 class Accelerator(ABC):
     """Base class of every accelerator.
 
-    Subclasses set the class attributes and implement the three class methods. The defaults of the remaining
-    methods are right for most devices.
+    Subclasses set the class attributes and implement the two abstract class methods, :meth:`is_available` and
+    :meth:`device_count`. The defaults of the remaining methods (class methods :meth:`auto_device_count`,
+    :meth:`parse_devices`, :meth:`unavailable_reason`; instance methods :meth:`get_device`, :meth:`setup_device`,
+    :meth:`get_device_stats`, :meth:`teardown`) are right for most devices.
 
     Attributes:
         name: The registry name (``"cpu"``, ``"cuda"``).
@@ -32,7 +34,9 @@ class Accelerator(ABC):
         autocast_device_type: The ``device_type`` handed to ``torch.autocast`` by mixed precision.
         supported_precisions: The precision names its hardware can run; ``None`` means any.
         supported_strategies: The strategy names it can run under; ``None`` means any that accept it.
-        auto_priority: Rank for ``accelerator="auto"``; the available accelerator with the highest value wins.
+        auto_priority: Rank for ``accelerator="auto"``; the available accelerator with the highest value wins. The
+            built-ins: ``cpu`` 0, ``xpu`` 20, ``cuda`` and ``mps`` 30, ``xla`` 40. Pick a value below 0 for a device
+            that should never be chosen automatically over the CPU.
         default_strategy: The strategy ``strategy="auto"`` picks for one device.
         default_parallel_strategy: The strategy ``strategy="auto"`` picks for several devices or nodes.
         device_index_limit: Whether ``devices=N`` must not exceed :meth:`device_count` (False for CPU processes).
@@ -61,6 +65,17 @@ class Accelerator(ABC):
     @abstractmethod
     def device_count(cls) -> int:
         """How many devices this machine has (0 when unavailable)."""
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        """Why :meth:`is_available` is ``False`` here, and how to change that; ``None`` when there is nothing to say.
+
+        Optional. The validator puts it in the error a user gets for asking for this accelerator by name where it is
+        unavailable, e.g. ``"torch 2.4.0+cpu was built without CUDA; install a CUDA build of torch"`` or
+        ``"ACME_NPU_VISIBLE_DEVICES is not set; export it to the NPUs this process may use"``. Must be cheap, like
+        :meth:`is_available`.
+        """
+        return None
 
     @classmethod
     def auto_device_count(cls) -> int:

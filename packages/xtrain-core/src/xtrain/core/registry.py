@@ -9,11 +9,17 @@ registers a new name by declaring, in its ``pyproject.toml``::
 
     [project.entry-points."xtrain.strategies"]
     my_strategy = "my_package.strategy:MyStrategy"
+
+A plugin is isolated from the others: one that fails to import or to be created, or a name two distributions claim,
+is a :class:`~xtrain.core.errors.ConfigError` naming the entry point and its distribution when asked for by name,
+and is skipped with one :class:`PluginWarning` when ``"auto"`` looks through every name.
 """
 
 from __future__ import annotations
 
 import difflib
+import inspect
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
@@ -22,9 +28,17 @@ from typing import Any, Generic, TypeVar
 from xtrain.core._internal.hints import install_hint
 from xtrain.core.errors import ConfigError
 
-__all__ = ["ACCELERATORS", "CHECKPOINT_IO", "ENVIRONMENTS", "PRECISIONS", "STRATEGIES", "Registry", "all_registries"]
+__all__ = ["ACCELERATORS", "CHECKPOINT_IO", "ENVIRONMENTS", "PRECISIONS", "STRATEGIES", "PluginWarning", "Registry",
+           "all_registries"]
 
 _T = TypeVar("_T")
+
+
+class PluginWarning(UserWarning):
+    """An installed plugin was skipped by an ``"auto"`` choice: it failed to load, or two distributions claim its name.
+
+    The other plugins still work; the message names the entry point, its distribution, the error and the fix.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +47,12 @@ class _Entry:
     value: str
     distributions: tuple[str, ...]
     entry_point: EntryPoint
+    version: str
+
+    @property
+    def origin(self) -> str:
+        """``entry point 'x = pkg.mod:Cls' of acme-x 1.0.0``: where a plugin comes from, for messages."""
+        return f"entry point '{self.entry_point.name} = {self.value}' of {self.distributions[0]} {self.version}"
 
 
 class Registry(Generic[_T]):
@@ -48,23 +68,26 @@ class Registry(Generic[_T]):
         self.argument = argument
         self._entries: dict[str, _Entry] | None = None
         self._loaded: dict[str, Callable[[], _T]] = {}
+        self._warned: set[str] = set()
 
     def refresh(self) -> None:
         """Forget what was scanned (after installing a distribution in a running process)."""
         self._entries = None
         self._loaded.clear()
+        self._warned.clear()
 
     def _scan(self) -> dict[str, _Entry]:
         if self._entries is None:
-            found: dict[str, dict[str, tuple[str, EntryPoint]]] = {}
+            found: dict[str, dict[str, EntryPoint]] = {}
+            versions: dict[str, str] = {}
             for ep in entry_points(group=self.group):
                 dist = ep.dist.name if ep.dist is not None else "<unknown distribution>"
-                found.setdefault(ep.name.lower(), {}).setdefault(dist, (ep.value, ep))
-            self._entries = {
-                name: _Entry(name, next(iter(by_dist.values()))[0], tuple(sorted(by_dist)),
-                             next(iter(by_dist.values()))[1])
-                for name, by_dist in found.items()
-            }
+                versions.setdefault(dist, ep.dist.version if ep.dist is not None else "?")
+                found.setdefault(ep.name.lower(), {}).setdefault(dist, ep)
+            self._entries = {}
+            for name, by_dist in found.items():
+                dist, ep = next(iter(by_dist.items()))
+                self._entries[name] = _Entry(name, ep.value, tuple(sorted(by_dist)), ep, versions[dist])
         return self._entries
 
     def names(self) -> list[str]:
@@ -81,8 +104,9 @@ class Registry(Generic[_T]):
         """The class or factory registered as ``name``, imported now.
 
         Raises:
-            ConfigError: For an unknown name (with the ``pip install`` line for a first-party one) or a name that two
-                distributions claim.
+            ConfigError: For an unknown name (with the ``pip install`` line for a first-party one), a name that two
+                distributions claim, or a plugin that fails to import or misses abstract methods (naming its entry
+                point and distribution, with the original error as ``__cause__``).
         """
         key = name.strip().lower()
         if key in self._loaded:
@@ -97,21 +121,75 @@ class Registry(Generic[_T]):
                 f"{' and '.join(entry.distributions)}.",
                 fix="uninstall one of them, or pass the plugin as an instance instead of a name.",
             )
-        loaded = entry.entry_point.load()
+        try:
+            loaded = entry.entry_point.load()
+        except Exception as err:
+            raise self._broken(name, entry, f"could not be imported: {_describe(err)}") from err
         if not callable(loaded):
-            raise ConfigError(self.argument, name, f"is registered as {entry.value!r}, which is not callable.",
-                              fix=f"report this to the maintainers of {entry.distributions[0]}.")
+            raise self._broken(name, entry, f"names {loaded!r}, which is not a class or a factory.")
+        if inspect.isclass(loaded) and inspect.isabstract(loaded):
+            missing = ", ".join(sorted(getattr(loaded, "__abstractmethods__", ())))
+            raise self._broken(name, entry, f"names the class {loaded.__name__}, which does not implement the "
+                               f"abstract methods {missing} of its contract.")
         self._loaded[key] = loaded
         return loaded  # type: ignore[no-any-return]
 
     def create(self, name: str) -> _T:
-        """A new instance of the plugin registered as ``name``."""
-        return self.load(name)()
+        """A new instance of the plugin registered as ``name``.
+
+        Raises:
+            ConfigError: As for :meth:`load`, and when creating the instance raises (naming the entry point).
+        """
+        factory = self.load(name)
+        try:
+            return factory()
+        except Exception as err:
+            entry = self._scan()[name.strip().lower()]
+            raise self._broken(name, entry, f"could not be created: {_describe(err)}") from err
 
     def describe(self, name: str) -> str:
         """The first line of the plugin's docstring (imports the plugin's module)."""
         doc = getattr(self.load(name), "__doc__", None) or ""
         return doc.strip().splitlines()[0] if doc.strip() else ""
+
+    def classes(self, base: type[Any]) -> list[tuple[str, Any]]:
+        """``(name, class)`` for every name registered as a subclass of ``base``, for ``"auto"`` choices.
+
+        Names that fail to load, or that two distributions claim, are left out with one :class:`PluginWarning`
+        each, so one broken plugin never breaks the automatic choice for everyone. Factories are left out silently:
+        only classes declare their capabilities without being created.
+        """
+        found = []
+        for name in self.names():
+            try:
+                loaded = self.load(name)
+            except ConfigError as err:
+                self.skip(name, err)
+                continue
+            if isinstance(loaded, type) and issubclass(loaded, base):
+                found.append((name, loaded))
+        return found
+
+    def skip(self, name: str, error: Exception) -> None:
+        """Warn, once per name, that ``"auto"`` skipped the plugin ``name`` because of ``error``."""
+        key = name.strip().lower()
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        if not isinstance(error, ConfigError):
+            entry = self._scan().get(key)
+            error = self._broken(name, entry, f"raised {_describe(error)}") if entry else error
+        warnings.warn(f"{self.argument}='auto' skipped {name!r}: {error}", PluginWarning, stacklevel=3)
+
+    def broken(self, name: str, problem: str) -> ConfigError:
+        """The error for the plugin ``name`` misbehaving (``problem`` says how), naming its entry point and fix."""
+        return self._broken(name, self._scan()[name.strip().lower()], problem)
+
+    def _broken(self, name: str, entry: _Entry, problem: str) -> ConfigError:
+        dist = entry.distributions[0]
+        return ConfigError(self.argument, name, f"the plugin ({entry.origin}) {problem}",
+                           fix=f"pip install -U {dist}; if that does not help, report this to the maintainers of "
+                               f"{dist}, or uninstall it.")
 
     def unknown(self, name: object, *, extra_choices: tuple[str, ...] = ()) -> ConfigError:
         """The error for a name that is not registered."""
@@ -124,6 +202,10 @@ class Registry(Generic[_T]):
         close = difflib.get_close_matches(key, choices, n=1)
         fix = f"did you mean {close[0]!r}?" if close else f"pass one of the valid choices to {self.argument}=."
         return ConfigError(self.argument, name, f"is not a registered {self.argument} name.", choices=choices, fix=fix)
+
+
+def _describe(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}"
 
 
 def _quote(requirement: str) -> str:

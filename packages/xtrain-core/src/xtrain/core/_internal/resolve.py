@@ -85,32 +85,43 @@ def _split_plugins(plugins: object) -> tuple[Precision | None, CheckpointIO | No
 
 def _auto_accelerator(strategy: Strategy | None) -> Accelerator:
     candidates: dict[type[Accelerator], str] = {}
-    for name in ACCELERATORS.names():
-        try:
-            loaded = ACCELERATORS.load(name)
-        except ConfigError:
-            continue
-        if isinstance(loaded, type) and issubclass(loaded, Accelerator) and loaded not in candidates:
-            candidates[loaded] = name
-    usable = [c for c in candidates if c.is_available() and
+    for name, cls in ACCELERATORS.classes(Accelerator):
+        candidates.setdefault(cls, name)
+    usable = [c for c, name in candidates.items() if _is_available(name, c) and
               (strategy is None or strategy.supported_accelerators is None or c.name in strategy.supported_accelerators)]
-    if not usable:
-        raise ConfigError("accelerator", "auto", "found no available accelerator.", choices=ACCELERATORS.names(),
-                          fix="pip install xtrain-core (it provides 'cpu').")
-    best = max(usable, key=lambda c: (c.auto_priority, c.name))
-    return best()
+    for best in sorted(usable, key=lambda c: (c.auto_priority, c.name), reverse=True):
+        try:
+            return best()
+        except Exception as err:  # noqa: BLE001 - one broken plugin must not break the automatic choice
+            ACCELERATORS.skip(candidates[best], err)
+    raise ConfigError("accelerator", "auto", "found no available accelerator.", choices=ACCELERATORS.names(),
+                      fix="pip install xtrain-core (it provides 'cpu').")
+
+
+def _is_available(name: str, cls: type[Accelerator]) -> bool:
+    """``cls.is_available()``; a plugin whose check raises counts as unavailable, with one warning."""
+    try:
+        return bool(cls.is_available())
+    except Exception as err:  # noqa: BLE001 - a broken plugin is skipped, not fatal
+        ACCELERATORS.skip(name, err)
+        return False
 
 
 def _available_names() -> list[str]:
-    names = []
-    for name in ACCELERATORS.names():
-        try:
-            loaded = ACCELERATORS.load(name)
-            if isinstance(loaded, type) and issubclass(loaded, Accelerator) and loaded.is_available():
-                names.append(name)
-        except ConfigError:
-            continue
-    return names
+    return [name for name, cls in ACCELERATORS.classes(Accelerator) if _is_available(name, cls)]
+
+
+def _unavailable(accelerator: object, acc: Accelerator) -> ConfigError:
+    available = _available_names()
+    example = f"e.g. accelerator={available[0]!r}, " if available else ""
+    try:
+        reason = acc.unavailable_reason()
+    except Exception as err:  # noqa: BLE001 - the reason is a courtesy; its failure must not hide the real error
+        reason = f"(its unavailable_reason() raised {type(err).__name__}: {err})"
+    because = f" {reason.rstrip('.')}." if reason else ""
+    fix = f"choose an available accelerator, {example}or 'auto'."
+    return ConfigError("accelerator", accelerator, f"{acc.name!r} is not available on this machine.{because}",
+                       choices=available, fix=f"{fix[:-1]}; or make it available as said." if reason else fix)
 
 
 def _accelerator(accelerator: object, strategy: Strategy | None) -> Accelerator:
@@ -132,11 +143,14 @@ def _accelerator(accelerator: object, strategy: Strategy | None) -> Accelerator:
     else:
         raise ConfigError("accelerator", accelerator, "must be a registered name, 'auto' or an Accelerator instance.",
                           choices=["auto", *ACCELERATORS.names()], fix="write accelerator='auto'.")
-    if not acc.is_available():
-        available = _available_names()
-        example = f"e.g. accelerator={available[0]!r}, " if available else ""
-        raise ConfigError("accelerator", accelerator, f"{acc.name!r} is not available on this machine.",
-                          choices=available, fix=f"choose an available accelerator, {example}or 'auto'.")
+    try:
+        available = acc.is_available()
+    except Exception as err:
+        if not isinstance(accelerator, str):
+            raise
+        raise ACCELERATORS.broken(accelerator, f"raised {type(err).__name__}: {err} in is_available().") from err
+    if not available:
+        raise _unavailable(accelerator, acc)
     return acc
 
 
@@ -164,19 +178,22 @@ def _environment(explicit: ClusterEnvironment | None, strategy: Strategy | None)
     if strategy is not None and strategy._cluster_environment is not None:
         return strategy._cluster_environment
     detected = []
-    for name in ENVIRONMENTS.names():
-        loaded = ENVIRONMENTS.load(name)
-        if not (isinstance(loaded, type) and issubclass(loaded, ClusterEnvironment)):
+    for name, cls in ENVIRONMENTS.classes(ClusterEnvironment):
+        try:
+            if cls.detect_priority is not None and cls.detect():
+                detected.append((cls.detect_priority, name))
+        except Exception as err:  # noqa: BLE001 - a broken plugin is skipped, not fatal
+            ENVIRONMENTS.skip(name, err)
+    for _, name in sorted(detected, reverse=True):
+        try:
+            created = ENVIRONMENTS.create(name)
+        except ConfigError as err:
+            ENVIRONMENTS.skip(name, err)
             continue
-        priority = loaded.detect_priority
-        if priority is not None and loaded.detect():
-            detected.append((priority, name))
-    if not detected:
-        raise ConfigError("plugins", None, "no cluster environment detected, not even 'local'.",
-                          fix="pip install --force-reinstall xtrain-core")
-    created = ENVIRONMENTS.create(max(detected)[1])
-    assert isinstance(created, ClusterEnvironment)
-    return created
+        assert isinstance(created, ClusterEnvironment)
+        return created
+    raise ConfigError("plugins", None, "no cluster environment detected, not even 'local'.",
+                      fix="pip install --force-reinstall xtrain-core")
 
 
 def _precision(precision: object, plugin: Precision | None, strategy: Strategy | None) -> Precision:

@@ -3,6 +3,7 @@
 from xtrain.core.testing.conformance import (
     AcceleratorConformance,
     CheckpointIOConformance,
+    ClusterEnvironmentConformance,
     PrecisionConformance,
     StrategyConformance,
     run_probe,
@@ -20,7 +21,7 @@ from xtrain.core.testing.processes import (
 )
 
 __all__ = [
-    "AcceleratorConformance", "CheckpointIOConformance", "PrecisionConformance", "ProcessResult", "RunResult",
+    "AcceleratorConformance", "CheckpointIOConformance", "ClusterEnvironmentConformance", "PrecisionConformance", "ProcessResult", "RunResult",
     "StrategyConformance", "TinyClassifier", "TinyData", "free_port", "installed_distribution", "leftover_processes",
     "python_command", "run_probe", "run_processes", "simulate_devices", "tiny_dataset", "tiny_loaders",
     "torchrun_command",

@@ -78,6 +78,11 @@ def _root_parser(with_catalogue: bool) -> Any:
     checkpoint = checkpoint_parser()
     commands.add_subcommand("checkpoint", checkpoint, help="inspect and convert checkpoints")
     add_checkpoint_actions(checkpoint)
+    from xtrain.core._internal.cli.plugin_new import add_plugin_actions, plugin_parser
+
+    plugin = plugin_parser()
+    commands.add_subcommand("plugin", plugin, help="start a plugin package of your own")
+    add_plugin_actions(plugin)
     return parser
 
 
@@ -169,6 +174,10 @@ def run(argv: list[str]) -> int:
             from xtrain.core._internal.cli.checkpoint import run_checkpoint
 
             return run_checkpoint(cfg.checkpoint)
+        if stage == "plugin":
+            from xtrain.core._internal.cli.plugin_new import run_plugin
+
+            return run_plugin(cfg.plugin)
         return _run_stage(parser, stage, cfg[stage])
     except (ConfigError, CheckpointError) as err:
         print(f"xtrain {stage}: error: {err}", file=sys.stderr)

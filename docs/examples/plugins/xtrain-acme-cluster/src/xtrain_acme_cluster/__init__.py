@@ -1,0 +1,1 @@
+"""The Acme cluster for xtrain."""

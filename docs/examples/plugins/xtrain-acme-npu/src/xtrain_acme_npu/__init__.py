@@ -1,0 +1,1 @@
+"""The Acme NPU for xtrain."""

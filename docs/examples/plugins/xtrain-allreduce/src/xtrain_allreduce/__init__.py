@@ -1,0 +1,1 @@
+"""A hand-written data-parallel strategy for xtrain."""

@@ -1,0 +1,1 @@
+"""Checksummed checkpoints for xtrain."""

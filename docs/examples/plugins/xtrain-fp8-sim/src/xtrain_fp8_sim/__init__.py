@@ -1,0 +1,1 @@
+"""Simulated fp8 for xtrain."""
