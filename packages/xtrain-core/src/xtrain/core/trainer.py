@@ -27,6 +27,7 @@ from xtrain.core._internal.hooks import HookDispatcher
 from xtrain.core._internal.loops.evaluation import run_evaluation, run_predict
 from xtrain.core._internal.loops.fit import FitLoop
 from xtrain.core._internal.metrics import MetricStore
+from xtrain.core._internal.model_setup import configure_model
 from xtrain.core._internal.optim import SchedulerConfig, follow_replaced_optimizers, parse_optimizers
 from xtrain.core._internal.optimizer import StrategyOptimizer
 from xtrain.core._internal.preemption import Preemption
@@ -354,6 +355,7 @@ class Trainer:
         if stage == "fit":
             strategy.set_gradient_accumulation(self.accumulate_grad_batches)
         if self._setup_module is not module:
+            configure_model(module, strategy)
             strategy.setup(module)
             self._setup_module = module
             if self._optimizer_module is module:
