@@ -178,3 +178,15 @@ def test_tensor_parallel_without_configure_model_is_a_config_error(tmp_path: Pat
                         "options": {"tensor_parallel": 2}}), cwd=out, check=False)
     assert result.returncodes != [0] and not result.timed_out
     assert "tensor_parallel=2" in result.output and "configure_model" in result.output
+
+
+@grid
+def test_blocks_compiled_with_inductor_train_like_eager_without_recompiling(tmp_path: Path) -> None:
+    settings: dict[str, Any] = {"devices": 4, "strategy": "model_parallel", "mesh": {"tensor_parallel": 2},
+                                "batch_size": 8, "steps": 6, "validate": True, "val_every": 2, "samples": 64}
+    eager = train(tmp_path / "eager", **settings)[0]
+    compiled = train(tmp_path / "compiled", compile="inductor", **settings)[0]
+    assert compiled["losses"] == pytest.approx(eager["losses"], abs=1e-4)
+    assert max_difference(weights(compiled), weights(eager)) < 1e-4
+    # Training and evaluation graphs are compiled once each; three validations in between add none.
+    assert 1 <= compiled["compiles"] <= 4, compiled["compiles"]

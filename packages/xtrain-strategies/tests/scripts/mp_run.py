@@ -64,17 +64,36 @@ class Record(Callback):
         record = {"rank": s.global_rank, "world_size": s.world_size, "global_step": trainer.global_step,
                   "losses": module.losses, "params": params, "local_shapes": shapes, "param_bytes": held,
                   "full_bytes": sum(len(v) * 4 for v in params.values()),
-                  "param_types": sorted({type(p).__name__ for p in module.parameters()})}
+                  "param_types": sorted({type(p).__name__ for p in module.parameters()}), "compiles": len(COMPILES)}
         s.barrier("record")
         (self.out / f"rank{s.global_rank}.json").write_text(json.dumps(record))
 
 
+COMPILES: list[int] = []
+
+
+def counting_backend(name: str) -> Any:
+    """A torch.compile backend that counts the graphs it compiles (each recompilation is one more)."""
+    from torch._dynamo.backends.registry import lookup_backend
+
+    real = lookup_backend(name)
+
+    def backend(graph: Any, inputs: Any) -> Any:
+        COMPILES.append(1)
+        return real(graph, inputs)
+
+    return backend
+
+
 def strategy_of(settings: dict[str, Any]) -> Any:
     name = settings.get("strategy", "auto")
-    if name == "model_parallel" and settings.get("mesh"):
+    if name == "model_parallel" and (settings.get("mesh") or settings.get("compile")):
         from xtrain.strategies import ModelParallelStrategy
 
-        return ModelParallelStrategy(**settings["mesh"])
+        compiled: dict[str, Any] = {}
+        if settings.get("compile"):
+            compiled = {"compile": ["Block"], "compile_kwargs": {"backend": counting_backend(settings["compile"])}}
+        return ModelParallelStrategy(**settings.get("mesh", {}), **compiled)
     return name
 
 
@@ -89,7 +108,8 @@ def main(settings: dict[str, Any]) -> None:
                       precision=settings.get("precision"), max_steps=settings.get("steps", 4), max_epochs=-1,
                       logger=False, enable_progress_bar=False, enable_model_summary=False,
                       enable_checkpointing=False, default_root_dir=str(out), num_sanity_val_steps=0,
-                      limit_val_batches=2 if settings.get("validate") else 0, callbacks=[Record(out)])
+                      limit_val_batches=2 if settings.get("validate") else 0,
+                      val_check_interval=settings.get("val_every", 1.0), callbacks=[Record(out)])
     model = Model(build_in_configure_model=bool(settings.get("meta")))
     trainer.fit(model, loader, loader if settings.get("validate") else None, ckpt_path=settings.get("ckpt_path"))
     if settings.get("save"):

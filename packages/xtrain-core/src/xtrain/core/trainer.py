@@ -22,6 +22,7 @@ from xtrain.core._internal.checkpointing import (
     restore_checkpoint,
     restore_targets,
 )
+from xtrain.core._internal.compiled import unwrap_compiled
 from xtrain.core._internal.data import batch_limit, prepare_dataloader, resumable_sampler
 from xtrain.core._internal.hooks import HookDispatcher
 from xtrain.core._internal.loops.evaluation import run_evaluation, run_predict
@@ -280,6 +281,7 @@ class Trainer:
 
     # -- launching ---------------------------------------------------------------------------------------------
     def _attach(self, model: Any, datamodule: DataModule | None, **loaders: Any) -> None:
+        model = unwrap_compiled(model)
         if not isinstance(model, TrainModule):
             raise ConfigError("model", type(model).__name__, "is not a TrainModule.",
                               fix="subclass xtrain.core.TrainModule and pass an instance.")

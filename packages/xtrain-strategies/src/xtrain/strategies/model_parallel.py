@@ -48,6 +48,7 @@ class ModelParallelStrategy(FSDPStrategy):
             the module in place (or returns its replacement).
         compile: Submodules (by class, class name or predicate) compiled one by one with ``torch.compile``
             after parallelizing: per-block compilation compiles one block's code once for all blocks.
+        compile_kwargs: Keyword arguments for ``torch.compile`` (``backend``, ``mode``, ``fullgraph``...).
         activation_checkpointing: Submodules whose activations are recomputed in backward.
         state_dict_type: ``"sharded"`` (DCP directories, default) or ``"full"`` (one file from rank 0).
         async_save: Write sharded checkpoints in the background.
@@ -59,7 +60,8 @@ class ModelParallelStrategy(FSDPStrategy):
 
     def __init__(self, *, data_parallel_replicate: Size = 1, data_parallel_shard: Size = "auto",
                  tensor_parallel: int = 1, parallelize: Parallelize | None = None,
-                 compile: ModuleSelector | None = None, activation_checkpointing: ModuleSelector | None = None,
+                 compile: ModuleSelector | None = None, compile_kwargs: dict[str, Any] | None = None,
+                 activation_checkpointing: ModuleSelector | None = None,
                  state_dict_type: StateDictType = "sharded", async_save: bool = False, **kwargs: Any) -> None:
         super().__init__(activation_checkpointing=activation_checkpointing, state_dict_type=state_dict_type,
                          async_save=async_save, **kwargs)
@@ -73,6 +75,7 @@ class ModelParallelStrategy(FSDPStrategy):
         self._sizes_asked = (data_parallel_replicate, data_parallel_shard, tensor_parallel)
         self.parallelize = parallelize
         self.compile = compile
+        self.compile_kwargs = dict(compile_kwargs or {})
         self._sizes: MeshSizes | None = None
 
     @property
@@ -146,7 +149,7 @@ class ModelParallelStrategy(FSDPStrategy):
         materialize(module, self.root_device)
         if self.compile is not None:
             for unit in fsdp_setup.units_to_shard(module, policy=self.compile, min_num_params=None):
-                unit.compile()
+                unit.compile(**self.compile_kwargs)
         self._names_before[id(module)] = fsdp_setup.param_names(module)
         self._module = self._model = module
         self._modules.append(module)
