@@ -14,6 +14,7 @@ parameters (bytes it holds locally) and the global step.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,14 +23,10 @@ import torch
 from torch.utils.data import DataLoader
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "docs" / "examples" / "model_parallel"))
+from fsdp_run import full_params
 from tiny_transformer import TinyTransformer, token_data
 
 from xtrain.core import Callback, Trainer, TrainModule, seed_everything
-
-
-def full(tensor: torch.Tensor) -> torch.Tensor:
-    gather = getattr(tensor, "full_tensor", None)
-    return gather() if callable(gather) else tensor
 
 
 def local(tensor: torch.Tensor) -> torch.Tensor:
@@ -58,7 +55,7 @@ class Record(Callback):
 
     def on_train_end(self, trainer: Trainer, module: TrainModule) -> None:
         s = trainer.strategy
-        params = {k: full(v.detach()).float().cpu().flatten().tolist() for k, v in sorted(module.state_dict().items())}
+        params = full_params(module)
         shapes = {k: list(local(p.detach()).shape) for k, p in module.named_parameters()}
         held = sum(local(p.detach()).numel() * p.element_size() for p in module.parameters())
         record = {"rank": s.global_rank, "world_size": s.world_size, "global_step": trainer.global_step,
@@ -98,6 +95,7 @@ def strategy_of(settings: dict[str, Any]) -> Any:
 
 
 def main(settings: dict[str, Any]) -> None:
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # 4 ranks on few cores: no compile worker pools
     out = Path(settings["out"])
     out.mkdir(parents=True, exist_ok=True)
     seed_everything(0)
