@@ -193,3 +193,24 @@ def test_blocks_compiled_with_inductor_train_like_eager_without_recompiling(tmp_
     assert max_difference(weights(compiled), weights(eager)) < 1e-4
     # Training and evaluation graphs are compiled once each; the second validation and training round add none.
     assert 1 <= compiled["compiles"] <= 4, compiled["compiles"]
+
+
+@grid
+def test_the_engine_parallelizes_through_the_strategy_and_trains_like_one_process(tmp_path: Path) -> None:
+    run_script(SCRIPTS / "mp_engine.py", str(tmp_path), cwd=tmp_path)
+    record = json.loads((tmp_path / "engine.json").read_text())
+    assert record["types"] == ["DTensor"]
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(1)
+    losses = []
+    for _ in range(3):
+        x, y = torch.randn(8, 8, generator=g), torch.randint(0, 4, (8,), generator=g)
+        loss = torch.nn.functional.cross_entropy(net(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    assert record["losses"] == pytest.approx(losses, abs=1e-5)
+    assert max_difference(weights(record), {k: v.flatten() for k, v in net.state_dict().items()}) < 1e-5
