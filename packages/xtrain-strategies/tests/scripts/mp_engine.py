@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
 from fsdp_run import full_params
+
 from xtrain.core import Engine, seed_everything
 
 
