@@ -237,3 +237,13 @@ def horovod(session: nox.Session) -> None:
     session.run("pytest", "-m", "horovod", "packages/xtrain-strategies/tests", *session.posargs,
                 env={"XTRAIN_REQUIRE_HOROVOD": "1"})
     session.run("pytest", "tests_integration/test_matrix.py", "-q", env={"XTRAIN_MATRIX_GROUPS": "cpu-horovod"})
+
+
+@nox.session
+def model_parallel(session: nox.Session) -> None:
+    """The 4-process model-parallel grid on CPU (gloo): HSDP, meta-device init, checkpoints moving between mesh
+    shapes and strategies, exact resume, per-block inductor compilation. Not in the default set (about 10 minutes on
+    2 cores); the default ``tests`` session runs one 2x2 tensor-parallel x FSDP run and the matrix cells."""
+    session.install("-c", TORCH, "torch==2.13.0", *_editable("test"), "pytest-timeout")
+    session.run("pytest", "packages/xtrain-strategies/tests/test_model_parallel.py", *session.posargs,
+                env={"XTRAIN_MODEL_PARALLEL_GRID": "1"})

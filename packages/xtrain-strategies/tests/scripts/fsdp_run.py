@@ -33,6 +33,11 @@ def full(tensor: torch.Tensor) -> torch.Tensor:
     return gather() if callable(gather) else tensor
 
 
+def full_params(module: torch.nn.Module) -> dict[str, list[float]]:
+    """Every entry of the module's state, gathered whole (sharded entries included), as lists."""
+    return {k: full(v.detach()).float().cpu().flatten().tolist() for k, v in sorted(module.state_dict().items())}
+
+
 class Model(TrainModule):
     def __init__(self, settings: dict[str, Any]) -> None:
         super().__init__()
@@ -76,7 +81,7 @@ class Record(Callback):
 
     def on_train_end(self, trainer: Trainer, module: TrainModule) -> None:
         s = trainer.strategy
-        params = {k: full(v.detach()).float().cpu().flatten().tolist() for k, v in sorted(module.state_dict().items())}
+        params = full_params(module)
         scale = getattr(s.precision, "scaler", None)
         record = {"rank": s.global_rank, "world_size": s.world_size, "strategy": type(s).__name__,
                   "global_step": trainer.global_step, "losses": module.losses, "params": params,

@@ -68,6 +68,15 @@ class TrainModule(HyperparametersMixin, nn.Module):
         """
         return step_output
 
+    def configure_model(self) -> None:
+        """Create or parallelize layers once the strategy has set up the processes (called once per module,
+        before the strategy sets it up and before ``configure_optimizers``).
+
+        Layers created here are built in the strategy's init context: on the meta device under
+        ``model_parallel``, which materializes only each process's shards afterwards. Under ``model_parallel``,
+        ``self.device_mesh`` is the named mesh to pass to ``parallelize_module`` and ``fully_shard``.
+        """
+
     def configure_callbacks(self) -> list[Any]:
         """Callbacks this module needs, added to the Trainer's."""
         return []
@@ -121,6 +130,11 @@ class TrainModule(HyperparametersMixin, nn.Module):
             return self._trainer.strategy.root_device
         param = next(self.parameters(), None)
         return param.device if param is not None else torch.device("cpu")
+
+    @property
+    def device_mesh(self) -> Any:
+        """The strategy's named N-D device mesh (``model_parallel``), or ``None``; for ``configure_model``."""
+        return self._trainer.strategy.device_mesh if self._trainer is not None else None
 
     @property
     def global_rank(self) -> int:

@@ -153,6 +153,14 @@ class Strategy(ABC):
         """``num_replicas`` and ``rank`` for sharding data, or ``None`` when every process sees all data."""
         return None
 
+    @property
+    def device_mesh(self) -> Any:
+        """The named N-D ``DeviceMesh`` of strategies that build one (``model_parallel``), else ``None``.
+
+        ``TrainModule.configure_model`` reads it as ``self.device_mesh`` to apply tensor parallelism and sharding.
+        """
+        return None
+
     # -- lifecycle ----------------------------------------------------------------------------------------------
     def setup_environment(self) -> None:
         """Prepare this process (device, process group). Runs in every process after launching."""

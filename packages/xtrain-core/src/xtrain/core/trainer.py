@@ -22,11 +22,13 @@ from xtrain.core._internal.checkpointing import (
     restore_checkpoint,
     restore_targets,
 )
+from xtrain.core._internal.compiled import unwrap_compiled
 from xtrain.core._internal.data import batch_limit, prepare_dataloader, resumable_sampler
 from xtrain.core._internal.hooks import HookDispatcher
 from xtrain.core._internal.loops.evaluation import run_evaluation, run_predict
 from xtrain.core._internal.loops.fit import FitLoop
 from xtrain.core._internal.metrics import MetricStore
+from xtrain.core._internal.model_setup import configure_model
 from xtrain.core._internal.optim import SchedulerConfig, follow_replaced_optimizers, parse_optimizers
 from xtrain.core._internal.optimizer import StrategyOptimizer
 from xtrain.core._internal.preemption import Preemption
@@ -279,6 +281,7 @@ class Trainer:
 
     # -- launching ---------------------------------------------------------------------------------------------
     def _attach(self, model: Any, datamodule: DataModule | None, **loaders: Any) -> None:
+        model = unwrap_compiled(model)
         if not isinstance(model, TrainModule):
             raise ConfigError("model", type(model).__name__, "is not a TrainModule.",
                               fix="subclass xtrain.core.TrainModule and pass an instance.")
@@ -354,6 +357,7 @@ class Trainer:
         if stage == "fit":
             strategy.set_gradient_accumulation(self.accumulate_grad_batches)
         if self._setup_module is not module:
+            configure_model(module, strategy)
             strategy.setup(module)
             self._setup_module = module
             if self._optimizer_module is module:

@@ -39,18 +39,21 @@ if TYPE_CHECKING:
     from xtrain.strategies.fsdp import FSDPStrategy
     from xtrain.strategies.horovod import HorovodStrategy
     from xtrain.strategies.launchers import HorovodLauncher, MultiprocessingLauncher, SubprocessScriptLauncher
+    from xtrain.strategies.model_parallel import ModelParallelStrategy
 
 __all__ = [
     "AsyncModelAveragingStrategy", "BaguaStrategy", "CompressedDDPStrategy", "DDP2Strategy", "DDPBf16CompressStrategy",
     "DDPForkStrategy", "DDPFp16CompressStrategy", "DDPInt8CompressStrategy", "DDPNotebookStrategy", "DDPSpawnStrategy",
     "DDPStrategy", "DataParallelStrategy", "DecentralizedStrategy", "FSDPStrategy", "HorovodEnvironment",
     "HorovodLauncher", "HorovodStrategy", "KubeflowEnvironment", "LSFEnvironment", "LocalSGDStrategy", "MPIEnvironment",
-    "MultiprocessingLauncher", "SLURMEnvironment", "SubprocessScriptLauncher", "TorchElasticEnvironment", "__version__",
+    "ModelParallelStrategy", "MultiprocessingLauncher", "SLURMEnvironment", "SubprocessScriptLauncher",
+    "TorchElasticEnvironment", "__version__",
 ]
 
 _WHERE = {
     "DDPStrategy": "ddp", "DDPSpawnStrategy": "ddp", "DDPForkStrategy": "ddp", "DDPNotebookStrategy": "ddp",
     "DDP2Strategy": "ddp2", "DataParallelStrategy": "dp", "FSDPStrategy": "fsdp",
+    "ModelParallelStrategy": "model_parallel",
     "KubeflowEnvironment": "environments", "LSFEnvironment": "environments", "MPIEnvironment": "environments",
     "SLURMEnvironment": "environments", "TorchElasticEnvironment": "environments",
     "MultiprocessingLauncher": "launchers", "SubprocessScriptLauncher": "launchers",

@@ -119,12 +119,16 @@ class FSDPStrategy(ParallelStrategy):
 
     @override
     def setup_environment(self) -> None:
-        from torch.distributed.device_mesh import init_device_mesh
-
         super().setup_environment()
         self._saver.setup()
         if self._mesh is None:
-            self._mesh = init_device_mesh(self.root_device.type, (self.world_size,))
+            self._mesh = self._build_mesh()
+
+    def _build_mesh(self) -> Any:
+        """The device mesh sharding runs on: one dimension over every process."""
+        from torch.distributed.device_mesh import init_device_mesh
+
+        return init_device_mesh(self.root_device.type, (self.world_size,))
 
     @override
     def on_exception(self, exception: BaseException) -> None:

@@ -14,7 +14,7 @@ _STRATEGIES = [
     "ddp", "ddp_spawn", "ddp_fork", "ddp_notebook", "ddp_find_unused_parameters_true",
     "ddp_spawn_find_unused_parameters_true", "ddp_fork_find_unused_parameters_true",
     "ddp_notebook_find_unused_parameters_true", "dp", "ddp2",
-    "fsdp", "fsdp_cpu_offload",
+    "fsdp", "fsdp_cpu_offload", "model_parallel", "hsdp",
 ]
 _XLA_STRATEGIES = ["single_xla", "xla", "xla_spmd"]
 _PRECISIONS = ["64-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true"]

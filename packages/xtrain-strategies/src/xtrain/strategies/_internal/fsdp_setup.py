@@ -37,7 +37,9 @@ def check_selector(argument: str, value: Any) -> None:
 def _matches(selector: ModuleSelector, module: nn.Module) -> bool:
     if callable(selector):
         return bool(selector(module))
-    return any(type(module).__name__ == s if isinstance(s, str) else isinstance(module, s) for s in selector)
+    # Names match along the class hierarchy, like classes do: fully_shard turns a Block into an FSDPBlock subclass.
+    names = {cls.__name__ for cls in type(module).__mro__}
+    return any(s in names if isinstance(s, str) else isinstance(module, s) for s in selector)
 
 
 def units_to_shard(module: nn.Module, *, policy: ModuleSelector | None, min_num_params: int | None) -> list[nn.Module]:
