@@ -269,3 +269,23 @@ def test_spike_detection(mode: str) -> None:
     steps = {"warn": 16, "skip": 15, "stop": 13}[mode]  # stop: 8 + 5 steps, the spiking batch not stepped
     assert trainer.global_step == steps
     assert spikes.state_dict()["spikes"] == spikes.spikes
+
+
+# -- the CLI ----------------------------------------------------------------------------------------------------
+def test_the_cli_knows_the_callbacks_by_class_name() -> None:
+    pytest.importorskip("jsonargparse")
+    import json
+
+    from xtrain.core._internal.cli.instantiate import class_from_path
+    from xtrain.core._internal.cli.main import _stage_parser
+
+    wanted = {"EMAWeightAveraging": {"decay": 0.9}, "StochasticWeightAveraging": {"swa_lrs": 0.01},
+              "GradientAccumulationScheduler": {"scheduling": {0: 1, 2: 4}}, "BackboneFinetuning": {},
+              "DeviceStatsMonitor": {}, "ThroughputMonitor": {}, "Timer": {"duration": "00:01:00:00"},
+              "OnExceptionCheckpoint": {"dirpath": "crash"}, "SpikeDetection": {"mode": "stop"}}
+    given = [{"class_path": name, "init_args": args} for name, args in wanted.items()]
+    cfg = _stage_parser("fit").parse_args(["--model", "xtrain.core.testing.TinyClassifier",
+                                           "--trainer.callbacks", json.dumps(given)])
+    built = [class_from_path(c.class_path)(**vars(c.init_args)) for c in cfg.trainer.callbacks]
+    assert [type(cb).__name__ for cb in built] == list(wanted)
+    assert built[2].factor(3) == 4 and built[-1].mode == "stop"

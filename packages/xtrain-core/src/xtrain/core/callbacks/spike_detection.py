@@ -79,7 +79,8 @@ class SpikeDetection(Callback):
 
     @override
     def on_before_backward(self, trainer: Trainer, module: TrainModule, loss: torch.Tensor) -> None:
-        self._loss = loss.detach()
+        # Under accumulation each micro-batch's loss is already divided by the window: their sum is the step's loss.
+        self._loss = loss.detach() if self._loss is None else self._loss + loss.detach()
 
     @override
     def on_before_optimizer_step(self, trainer: Trainer, module: TrainModule,
