@@ -92,18 +92,23 @@ def test_ema_rejects_a_bad_decay() -> None:
 # -- gradient accumulation schedule -----------------------------------------------------------------------------------
 class CountSteps(Callback):
     def __init__(self) -> None:
-        self.steps: dict[int, int] = {}
+        self.steps: dict[int, list[int]] = {}
+        self._batch = -1
+
+    def on_train_batch_start(self, trainer: Trainer, module: TrainModule, batch: Any, batch_idx: int) -> None:
+        self._batch = batch_idx
 
     def on_before_optimizer_step(self, trainer: Trainer, module: TrainModule, optimizer: Any) -> None:
-        self.steps[trainer.current_epoch] = self.steps.get(trainer.current_epoch, 0) + 1
+        self.steps.setdefault(trainer.current_epoch, []).append(self._batch)
 
 
 def test_gradient_accumulation_scheduler_changes_the_window_by_epoch() -> None:
     count = CountSteps()
     trainer = quiet(max_epochs=3, limit_train_batches=7,
-                    callbacks=[count, GradientAccumulationScheduler({1: 3, 2: 7})])
+                    callbacks=[count, GradientAccumulationScheduler({1: 3, 2: 2})])
     trainer.fit(TinyClassifier(), tiny_loaders(n=128)[0])
-    assert count.steps == {0: 7, 1: 3, 2: 1}  # windows 1; 3+3+1 (the last batch steps); 7
+    # Windows count the epoch's batches (not all batches so far) and the epoch's last batch always steps.
+    assert count.steps == {0: [0, 1, 2, 3, 4, 5, 6], 1: [2, 5, 6], 2: [1, 3, 5, 6]}
     assert trainer.accumulate_grad_batches == 1
 
 
