@@ -35,6 +35,7 @@ def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(360)
 @pytest.mark.parametrize("name", ["ema", "swa"])
 def test_weight_averaging_ranks_agree_and_resume_exactly(out: Path, name: str) -> None:
@@ -53,6 +54,7 @@ def test_weight_averaging_ranks_agree_and_resume_exactly(out: Path, name: str) -
     assert all(torch.equal(full["checkpoint"][k], full["average"][k]) for k in params)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(360)
 def test_prediction_writer_every_rank_writes_its_part(out: Path) -> None:
     seen: list[int] = []
@@ -69,6 +71,7 @@ def test_prediction_writer_every_rank_writes_its_part(out: Path) -> None:
     assert sorted(seen) == list(range(40)), "every sample predicted exactly once across the ranks"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(360)
 def test_throughput_counts_every_rank(out: Path) -> None:
     figures = [json.loads((out / f"throughput_rank{rank}.json").read_text()) for rank in (0, 1)]

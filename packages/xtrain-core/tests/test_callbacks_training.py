@@ -82,6 +82,10 @@ def test_ema_weights_are_validated_checkpointed_and_kept(tmp_path: Path) -> None
     assert all(torch.allclose(saved["state_dict"][n], h, atol=1e-6) for n, h in zip(names, history[-1], strict=True))
     training = saved["weight_averaging"]["training_state_dict"]
     assert all(torch.equal(training[n], w) for n, w in zip(names, steps.after_steps[-1], strict=True))
+    fresh = SeesWeights()
+    quiet(callbacks=[EMAWeightAveraging(decay=0.7)]).validate(fresh, val, ckpt_path=tmp_path / "last.ckpt")
+    assert all(torch.allclose(s, h, atol=1e-6) for s, h in zip(fresh.validated[0], history[-1], strict=True)), \
+        "evaluating from the checkpoint evaluates the averaged weights"
 
 
 def test_ema_rejects_a_bad_decay() -> None:
