@@ -70,7 +70,9 @@ def _assert_same(before: dict[str, Any], module: torch.nn.Module, trainer: Train
 
 
 def test_lr_find_suggests_a_rate_plots_it_and_leaves_everything_as_it_was(tmp_path: Path) -> None:
+    torch.manual_seed(0)
     module = Budgeted()
+    module.batch_size = 32  # batches large enough for a smooth curve
     trainer = _trained(module)
     before = _snapshot(module, trainer)
     result = Tuner(trainer).lr_find(module, min_lr=1e-4, max_lr=10.0, num_training=40, update_attr=False)
@@ -85,6 +87,7 @@ def test_lr_find_suggests_a_rate_plots_it_and_leaves_everything_as_it_was(tmp_pa
 
 
 def test_lr_find_updates_the_learning_rate_hyperparameter() -> None:
+    torch.manual_seed(0)
     module = Budgeted()
     trainer = _trained(module)
     result = Tuner(trainer).lr_find(module, min_lr=1e-4, max_lr=1.0, num_training=20, early_stop_threshold=None)
