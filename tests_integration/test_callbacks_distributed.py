@@ -1,5 +1,6 @@
 """Callbacks whose behaviour depends on ranks, on 2 real gloo processes: weight averaging (EMA and SWA) agrees across
-ranks and resumes exactly, the prediction writer writes every rank's part, the throughput monitor counts all ranks."""
+ranks and resumes exactly, the prediction writer writes every rank's part, the throughput monitor counts all ranks,
+and a loss spike on one rank makes every rank skip the step."""
 
 from __future__ import annotations
 
@@ -84,3 +85,13 @@ def test_throughput_counts_every_rank(out: Path) -> None:
         assert values["throughput/items_per_sec"] == pytest.approx(16 * values["throughput/samples_per_sec"])
         assert values["throughput/device/flops_per_sec"] > 0
     assert figures[0]["throughput/samples"] == figures[1]["throughput/samples"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(360)
+def test_spike_detection_skips_on_every_rank_when_one_rank_spikes(out: Path) -> None:
+    runs = [torch.load(out / f"spikes_rank{rank}.pt", weights_only=True) for rank in (0, 1)]
+    for run in runs:
+        assert [(s["epoch"], s["batch_idx"]) for s in run["spikes"]] == [(1, 2)]
+        assert run["steps"] == 7  # 2 epochs of 4 steps, one skipped on both ranks
+    assert _equal(runs[0]["weights"], runs[1]["weights"]), "the ranks must take the same decision"

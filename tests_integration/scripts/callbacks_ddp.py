@@ -3,8 +3,9 @@
     RANK=r WORLD_SIZE=2 ... python callbacks_ddp.py OUT
 
 Writes, per rank: EMA and SWA weights of a full run and of a run stopped and resumed from its checkpoint
-(``{ema,swa}_{full,resumed}_rank{r}.pt``), the prediction writer's files (``pred_*``) and the throughput monitor's
-last figures (``throughput_rank{r}.json``).
+(``{ema,swa}_{full,resumed}_rank{r}.pt``), the prediction writer's files (``pred_*``), the throughput monitor's
+last figures (``throughput_rank{r}.json``) and what SpikeDetection saw of a spike on rank 1 only
+(``spikes_rank{r}.pt``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from xtrain.core import ModelCheckpoint, Trainer, TrainModule, seed_everything
 from xtrain.core.callbacks import (
     BasePredictionWriter,
     EMAWeightAveraging,
+    SpikeDetection,
     StochasticWeightAveraging,
     ThroughputMonitor,
     WeightAveraging,
@@ -93,6 +95,22 @@ def throughput() -> None:
     (OUT / f"throughput_rank{t.global_rank}.json").write_text(json.dumps(monitor.last))
 
 
+class SpikyOnRank1(TinyClassifier):
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        loss = super().training_step(batch, batch_idx)
+        return loss * 1000 if (self.global_rank, self.current_epoch, batch_idx) == (1, 1, 2) else loss
+
+
+def spikes() -> None:
+    seed_everything(9)
+    detection = SpikeDetection(mode="skip", window=4, warmup=2)
+    module = SpikyOnRank1()
+    t = trainer(2, [detection], OUT / "spikes", limit_val_batches=0)
+    t.fit(module, tiny_loaders(n=128, batch_size=16)[0])
+    torch.save({"spikes": detection.spikes, "weights": module.state_dict(), "steps": t.global_step},
+               OUT / f"spikes_rank{t.global_rank}.pt")
+
+
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     averaging_run("ema", lambda: EMAWeightAveraging(decay=0.8), TinyClassifier)
@@ -100,6 +118,7 @@ def main() -> None:
                   WithBatchNorm)
     predict()
     throughput()
+    spikes()
 
 
 if __name__ == "__main__":
