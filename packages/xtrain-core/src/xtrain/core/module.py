@@ -207,9 +207,9 @@ class TrainModule(HyperparametersMixin, nn.Module):
         self.trainer.strategy.backward(loss)
 
     # -- export ------------------------------------------------------------------------------------------------------
-    # TorchScript must neither compile nor read the Trainer-backed properties.
-    __jit_unused_properties__: ClassVar[list[str]] = ["trainer", "device", "global_rank", "current_epoch",
-                                                      "global_step", "hparams"]
+    # TorchScript must neither compile nor read the framework's (Trainer-backed) properties: every property above.
+    __jit_unused_properties__: ClassVar[list[str]] = [
+        "hparams", *(name for name, value in list(locals().items()) if isinstance(value, property))]
     __jit_ignored_attributes__: ClassVar[list[str]] = __jit_unused_properties__
 
     def to_onnx(self, file_path: str | Path, input_sample: Any = None, **kwargs: Any) -> Path:
