@@ -56,7 +56,8 @@ def types(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Each package's unit tests, then tests_integration/ (multi-process tests included, each bounded)."""
-    session.install("-c", TORCH, "torch==2.13.0", *_editable("cli", "test", "tensorboard"), "pytest-timeout",
+    session.install("-c", TORCH, "torch==2.13.0", *_editable("cli", "test", "tensorboard", "tuner", "onnx"),
+                    "pytest-timeout",
                     "scikit-learn", "griffe>=1.0")
     session.run("pytest", *session.posargs)
 

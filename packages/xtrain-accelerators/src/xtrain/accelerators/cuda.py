@@ -7,6 +7,7 @@ from typing import ClassVar
 import torch
 from typing_extensions import override
 
+from xtrain.accelerators._internal.peak_flops import peak_flops_for
 from xtrain.accelerators._internal.stats import allocator_stats, collect, has_module
 from xtrain.core.accelerator import Accelerator
 
@@ -71,6 +72,11 @@ class CUDAAccelerator(Accelerator):
         if has_module("pynvml"):
             stats.update(collect({"utilization_percent": lambda: torch.cuda.utilization(device)}))
         return stats
+
+    @override
+    def peak_flops(self, device: torch.device, dtype: torch.dtype) -> float | None:
+        """The GPU's published dense peak for ``dtype`` (H200, H100, A100, L4, V100), ``None`` for others."""
+        return peak_flops_for(torch.cuda.get_device_name(device), dtype)
 
     @override
     def teardown(self) -> None:

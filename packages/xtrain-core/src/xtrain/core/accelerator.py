@@ -108,6 +108,11 @@ class Accelerator(ABC):
         """Numbers for monitoring: memory used and free, utilisation where the library reports it."""
         return {}
 
+    def peak_flops(self, device: torch.device, dtype: torch.dtype) -> float | None:
+        """The device's peak FLOP/s for matrix math in ``dtype``, when known (``ThroughputMonitor`` reports MFU
+        against it); ``None`` when the accelerator does not know its hardware's figure."""
+        return None
+
     def teardown(self) -> None:
         """Release what :meth:`setup_device` acquired."""
 

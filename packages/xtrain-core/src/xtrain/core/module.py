@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import torch
 from torch import nn
@@ -204,3 +205,24 @@ class TrainModule(HyperparametersMixin, nn.Module):
     def manual_backward(self, loss: torch.Tensor) -> None:
         """Backward pass through the strategy (gradient scaling, DDP sync); use instead of ``loss.backward()``."""
         self.trainer.strategy.backward(loss)
+
+    # -- export ------------------------------------------------------------------------------------------------------
+    # TorchScript must neither compile nor read the framework's (Trainer-backed) properties: every property above.
+    __jit_unused_properties__: ClassVar[list[str]] = [
+        "hparams", *(name for name, value in list(locals().items()) if isinstance(value, property))]
+    __jit_ignored_attributes__: ClassVar[list[str]] = __jit_unused_properties__
+
+    def to_onnx(self, file_path: str | Path, input_sample: Any = None, **kwargs: Any) -> Path:
+        """Export to ONNX through ``torch.export`` (``pip install "xtrain-core[onnx]"``), in eval mode; ``kwargs`` go
+        to ``torch.onnx.export``. ``input_sample`` defaults to ``self.example_input_array``. Returns the path."""
+        from xtrain.core._internal.export import to_onnx
+
+        return to_onnx(self, file_path, input_sample, **kwargs)
+
+    def to_torchscript(self, file_path: str | Path | None = None, method: Literal["script", "trace"] = "script",
+                       example_inputs: Any = None, **kwargs: Any) -> torch.jit.ScriptModule:
+        """Compile with ``torch.jit.script`` (or ``trace``), saved to ``file_path`` when given. TorchScript is in
+        maintenance; ``torch.export.export(module, args)`` is the modern path (see the export guide)."""
+        from xtrain.core._internal.export import to_torchscript
+
+        return to_torchscript(self, file_path, method, example_inputs, **kwargs)

@@ -155,6 +155,7 @@ class Trainer:
         self.use_distributed_sampler = use_distributed_sampler
         self.inference_mode = inference_mode
         self.should_stop = False
+        self.skip_optimizer_step = False  # set in on_before_optimizer_step to drop that step's gradients
         self.sanity_checking = False
         self.state: Stage | None = None
         self._progress = FitProgress()

@@ -55,8 +55,8 @@ def _limit(name: str, value: object) -> int | float:
     return value
 
 
-def parse_max_time(value: object) -> timedelta | None:
-    """``"DD:HH:MM:SS"``, a ``timedelta`` or a dict of ``timedelta`` arguments."""
+def parse_max_time(value: object, *, argument: str = "max_time") -> timedelta | None:
+    """``"DD:HH:MM:SS"``, a ``timedelta`` or a dict of ``timedelta`` arguments (errors name ``argument``)."""
     if value is None:
         return None
     if isinstance(value, timedelta):
@@ -68,13 +68,13 @@ def parse_max_time(value: object) -> timedelta | None:
         try:
             parsed = timedelta(**value)
         except TypeError as err:
-            raise ConfigError("max_time", value, f"is not a timedelta dict ({err}).",
-                              fix="write max_time={'hours': 1}.") from None
+            raise ConfigError(argument, value, f"is not a timedelta dict ({err}).",
+                              fix=f"write {argument}={{'hours': 1}}.") from None
     else:
-        raise ConfigError("max_time", value, "must be 'DD:HH:MM:SS', a timedelta or a dict like {'hours': 1}.",
-                          fix="write max_time='00:01:00:00' for one hour.")
+        raise ConfigError(argument, value, "must be 'DD:HH:MM:SS', a timedelta or a dict like {'hours': 1}.",
+                          fix=f"write {argument}='00:01:00:00' for one hour.")
     if parsed.total_seconds() <= 0:
-        raise ConfigError("max_time", value, "must be positive.", fix="write max_time='00:01:00:00' for one hour.")
+        raise ConfigError(argument, value, "must be positive.", fix=f"write {argument}='00:01:00:00' for one hour.")
     return parsed
 
 

@@ -36,10 +36,12 @@ def _stage_parser(stage: str) -> Any:
     import torch
     from jsonargparse import ActionConfigFile, ArgumentParser
 
+    from xtrain.core._internal.cli.known_classes import import_public_classes
     from xtrain.core.datamodule import DataModule
     from xtrain.core.module import TrainModule
     from xtrain.core.trainer import Trainer
 
+    import_public_classes()
     parser = ArgumentParser(description=f"xtrain {stage}", exit_on_error=True)
     parser.add_argument("--config", action=ActionConfigFile, help="A YAML config; repeat to merge several in order.")
     parser.add_argument("--seed_everything", type=int | bool, default=True,

@@ -154,7 +154,7 @@ class FitLoop:
             t._after_optimizer_step()
             return output, True
         accumulate = t.accumulate_grad_batches
-        accumulating = accumulate > 1 and (t._progress.total_batches + 1) % accumulate != 0 and not last
+        accumulating = accumulate > 1 and (batch_idx + 1) % accumulate != 0 and not last
         if accumulate > 1 and not strategy.handles_gradient_accumulation:
             with strategy.no_backward_sync(accumulating):
                 output, loss = self._forward_backward(batch, batch_idx, accumulate)
@@ -165,6 +165,10 @@ class FitLoop:
         optimizer = t.optimizers[0]
         for fn in t._hooks.get("on_before_optimizer_step"):
             fn(optimizer)
+        if t.skip_optimizer_step:  # a callback dropped this step (e.g. SpikeDetection): no update, no step counted
+            t.skip_optimizer_step = False
+            optimizer.zero_grad(set_to_none=True)
+            return output, False
         if t.gradient_clip_val:
             strategy.clip_gradients(optimizer, value=t.gradient_clip_val, algorithm=t.gradient_clip_algorithm)
         stepped = strategy.optimizer_step(optimizer)

@@ -1,0 +1,125 @@
+"""Stochastic Weight Averaging: an equal average of the weights at the end of the last epochs, with SWALR."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+import torch
+from torch import nn
+from torch.optim.swa_utils import SWALR, update_bn
+from typing_extensions import override
+
+from xtrain.core._internal.optim import SchedulerConfig
+from xtrain.core.callbacks.weight_averaging import WeightAveraging
+from xtrain.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from xtrain.core.module import TrainModule
+    from xtrain.core.trainer import Trainer
+
+__all__ = ["StochasticWeightAveraging"]
+
+_BATCH_NORM = (nn.modules.batchnorm._BatchNorm,)
+
+
+class StochasticWeightAveraging(WeightAveraging):
+    """Averages the weights reached at the end of each epoch from ``swa_epoch_start`` on (Izmailov et al., 2018).
+
+    From that epoch the learning rate is annealed to ``swa_lrs`` by :class:`torch.optim.swa_utils.SWALR` (replacing
+    the module's epoch schedulers), the averaged weights are used for validation and saved in checkpoints, and at
+    the end of fitting the module receives them, with batch-norm statistics recomputed over the training data (the
+    statistics are averaged over ranks, so every rank ends with the same model).
+
+    Args:
+        swa_lrs: The SWA learning rate, one for all parameter groups or one per group (``None``: keep the schedule).
+        swa_epoch_start: The first averaged epoch: an int, or a float in (0, 1) as a fraction of ``max_epochs``.
+        annealing_epochs: Epochs over which SWALR moves the learning rate to ``swa_lrs``.
+        annealing_strategy: ``"cos"`` or ``"linear"``.
+        avg_fn: The per-parameter averaging function (default: the equal running mean).
+        device: Where the averaged copy lives (``None``: beside the module).
+    """
+
+    def __init__(self, swa_lrs: float | list[float] | None = None, *, swa_epoch_start: int | float = 0.8,
+                 annealing_epochs: int = 10, annealing_strategy: Literal["cos", "linear"] = "cos",
+                 avg_fn: Any = None, device: str | torch.device | None = None) -> None:
+        if isinstance(swa_epoch_start, float) and not 0 < swa_epoch_start < 1:
+            raise ConfigError("swa_epoch_start", swa_epoch_start, "as a float must be a fraction in (0, 1).",
+                              fix="write swa_epoch_start=0.8, or an epoch number like swa_epoch_start=8.")
+        if isinstance(swa_epoch_start, int) and swa_epoch_start < 0:
+            raise ConfigError("swa_epoch_start", swa_epoch_start, "must not be negative.", fix="write swa_epoch_start=0.")
+        if annealing_strategy not in ("cos", "linear"):
+            raise ConfigError("annealing_strategy", annealing_strategy, "is not an SWALR strategy.",
+                              choices=["cos", "linear"], fix="write annealing_strategy='cos'.")
+        lrs = [swa_lrs] if isinstance(swa_lrs, (int, float)) else swa_lrs
+        if lrs is not None and any(not isinstance(lr, (int, float)) or lr <= 0 for lr in lrs):
+            raise ConfigError("swa_lrs", swa_lrs, "must be positive learning rates.", fix="write swa_lrs=1e-2.")
+        super().__init__(device=device, use_buffers=False, avg_fn=avg_fn)
+        self.swa_lrs = swa_lrs
+        self.swa_epoch_start = swa_epoch_start
+        self.annealing_epochs = annealing_epochs
+        self.annealing_strategy = annealing_strategy
+        self._start = 0
+
+    def _start_epoch(self, trainer: Trainer) -> int:
+        if isinstance(self.swa_epoch_start, int):
+            return self.swa_epoch_start
+        if trainer.max_epochs is None or trainer.max_epochs < 1:
+            raise ConfigError("swa_epoch_start", self.swa_epoch_start, "is a fraction of max_epochs, which is unset.",
+                              fix="pass an epoch number (swa_epoch_start=8) or set max_epochs.")
+        return int(self.swa_epoch_start * trainer.max_epochs)
+
+    @override
+    def setup(self, trainer: Trainer, module: TrainModule, stage: str) -> None:
+        if stage == "fit":
+            self._start = self._start_epoch(trainer)
+
+    @override
+    def should_update(self, *, step_idx: int | None = None, epoch_idx: int | None = None) -> bool:
+        return epoch_idx is not None and epoch_idx >= self._start
+
+    def _install_swalr(self, trainer: Trainer) -> None:
+        if self.swa_lrs is None or not trainer.optimizers:
+            return
+        optimizer = trainer.optimizers[0]
+        scheduler = SWALR(optimizer, swa_lr=self.swa_lrs, anneal_epochs=self.annealing_epochs,  # type: ignore[arg-type]
+                          anneal_strategy=self.annealing_strategy)
+        kept = [c for c in trainer.lr_scheduler_configs if c.interval == "step"]
+        trainer.lr_scheduler_configs[:] = [*kept, SchedulerConfig(scheduler, interval="epoch")]
+
+    @override
+    def on_train_epoch_start(self, trainer: Trainer, module: TrainModule) -> None:
+        if trainer.current_epoch == self._start:
+            self._install_swalr(trainer)
+
+    @override
+    def on_load_checkpoint(self, trainer: Trainer, module: TrainModule, checkpoint: dict[str, Any]) -> None:
+        super().on_load_checkpoint(trainer, module, checkpoint)
+        # Resuming after SWA started: SWALR must be in place before the trainer loads the schedulers' states.
+        loops = checkpoint.get("loops", {})
+        epoch, mid_epoch = int(loops.get("epoch", 0)), int(loops.get("batches_in_epoch", 0)) > 0
+        if trainer.state == "fit" and (epoch > self._start or (epoch == self._start and mid_epoch)):
+            self._install_swalr(trainer)
+
+    @override
+    def on_fit_end(self, trainer: Trainer, module: TrainModule) -> None:
+        if self.num_averaged == 0:
+            return
+        super().on_fit_end(trainer, module)
+        live = trainer.strategy.module
+        if any(isinstance(m, _BATCH_NORM) for m in live.modules()):
+            self._update_batch_norm(trainer, live)
+
+    def _update_batch_norm(self, trainer: Trainer, live: nn.Module) -> None:
+        strategy = trainer.strategy
+        inputs = (strategy.batch_to_device(batch) for batch in trainer.train_dataloader)
+        with torch.no_grad():
+            update_bn(inputs, live)
+        for m in live.modules():
+            if isinstance(m, _BATCH_NORM) and m.running_mean is not None and m.running_var is not None:
+                m.running_mean.copy_(strategy.reduce(m.running_mean, "mean"))
+                m.running_var.copy_(strategy.reduce(m.running_var, "mean"))
+        averaged = self.averaged_model
+        assert averaged is not None
+        with torch.no_grad():  # the averaged copy ends identical to the module, on every rank
+            for kept, final in zip(averaged.buffers(), live.buffers(), strict=True):
+                kept.copy_(final)

@@ -1,0 +1,122 @@
+"""The learning-rate range test: train briefly while raising the learning rate, and read off a good one."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from typing_extensions import override
+
+from xtrain.core.callbacks.callback import Callback
+from xtrain.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from xtrain.core.module import TrainModule
+    from xtrain.core.trainer import Trainer
+
+__all__ = ["LRFinder"]
+
+
+@dataclass
+class LRFinder:
+    """The result of a range test: the learning rates tried and the (smoothed) loss at each.
+
+    Attributes:
+        lrs: The learning rate of each optimizer step.
+        losses: The exponentially smoothed training loss after each step.
+        stopped_early: Whether the loss diverged before ``num_training`` steps.
+    """
+
+    min_lr: float
+    max_lr: float
+    num_training: int
+    mode: Literal["exponential", "linear"]
+    lrs: list[float] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    stopped_early: bool = False
+
+    def lr_at(self, step: int) -> float:
+        """The learning rate the test uses at optimizer step ``step``."""
+        fraction = step / max(self.num_training - 1, 1)
+        if self.mode == "linear":
+            return self.min_lr + fraction * (self.max_lr - self.min_lr)
+        return float(self.min_lr * (self.max_lr / self.min_lr) ** fraction)
+
+    def suggestion(self, *, skip_begin: int = 10, skip_end: int = 1) -> float | None:
+        """The learning rate where the loss falls fastest (steepest negative slope against log lr), or ``None`` when
+        too few steps were recorded. ``skip_begin``/``skip_end`` ignore the noisy first and diverging last points."""
+        lrs = self.lrs[skip_begin:len(self.lrs) - skip_end]
+        losses = self.losses[skip_begin:len(self.losses) - skip_end]
+        points = [(lr, loss) for lr, loss in zip(lrs, losses, strict=True) if math.isfinite(loss)]
+        if len(points) < 3:
+            return None
+        x = [math.log10(lr) if self.mode == "exponential" else lr for lr, _ in points]
+        y = [loss for _, loss in points]
+        slopes = [(y[i + 1] - y[i - 1]) / (x[i + 1] - x[i - 1]) for i in range(1, len(points) - 1)]
+        steepest = min(range(len(slopes)), key=slopes.__getitem__)
+        return points[steepest + 1][0]
+
+    def plot(self, path: str | Path | None = None, *, suggest: bool = True) -> Figure:
+        """Draw loss against learning rate (log scale for the exponential test), marking the suggestion; saved as an
+        image (PNG for ``.png``) when ``path`` is given. Needs matplotlib: ``pip install "xtrain-core[tuner]"``."""
+        try:
+            from matplotlib.figure import Figure
+        except ImportError:
+            raise ConfigError("plot", str(path), "needs matplotlib, which is not installed.",
+                              fix='pip install "xtrain-core[tuner]"') from None
+        figure = Figure(figsize=(6, 4))
+        axes = figure.add_subplot()
+        axes.plot(self.lrs, self.losses)
+        if self.mode == "exponential":
+            axes.set_xscale("log")
+        axes.set_xlabel("learning rate")
+        axes.set_ylabel("loss (smoothed)")
+        best = self.suggestion() if suggest else None
+        if best is not None:
+            index = self.lrs.index(best)
+            axes.plot(best, self.losses[index], marker="o", markersize=8, color="red", label=f"suggested: {best:.2e}")
+            axes.legend()
+        if path is not None:
+            figure.savefig(path)
+        return figure
+
+
+class RangeTest(Callback):
+    """Sets the learning rate of each step and records the smoothed loss; stops once the loss diverges."""
+
+    def __init__(self, result: LRFinder, *, early_stop_threshold: float | None, beta: float = 0.98) -> None:
+        self.result = result
+        self.early_stop_threshold = early_stop_threshold
+        self.beta = beta
+        self._average = 0.0
+        self._best = math.inf
+        self._recorded = 0
+
+    @override
+    def on_train_batch_start(self, trainer: Trainer, module: TrainModule, batch: Any, batch_idx: int) -> None:
+        lr = self.result.lr_at(trainer.global_step)
+        for group in trainer.optimizers[0].param_groups:
+            group["lr"] = lr
+
+    @override
+    def on_train_batch_end(self, trainer: Trainer, module: TrainModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        step = trainer.global_step
+        loss_value = outputs["loss"] if isinstance(outputs, dict) else outputs
+        if step <= self._recorded or loss_value is None:
+            return  # accumulating: no optimizer step yet
+        self._recorded = step
+        loss = float(loss_value.detach())
+        self._average = self.beta * self._average + (1 - self.beta) * loss
+        smoothed = self._average / (1 - self.beta ** step)
+        self.result.lrs.append(self.result.lr_at(step - 1))
+        self.result.losses.append(smoothed)
+        if not math.isfinite(smoothed) or (self.early_stop_threshold is not None and
+                                           smoothed > self.early_stop_threshold * self._best):
+            self.result.stopped_early = True
+            trainer.should_stop = True
+        self._best = min(self._best, smoothed)

@@ -1,0 +1,122 @@
+"""The tuners: the learning-rate range test and the batch-size finder, and that both leave the model and the
+optimizer exactly as they were."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from xtrain.core import ConfigError, Trainer
+from xtrain.core.testing import TinyClassifier, tiny_dataset
+from xtrain.core.tuner import Tuner
+
+
+class Budgeted(TinyClassifier):
+    """Reads its batch size from ``self.batch_size``; batches above ``budget`` samples raise an out-of-memory error,
+    as a device would (the memory budget of this CPU test)."""
+
+    def __init__(self, budget: int | None = None, lr: float = 0.05) -> None:
+        super().__init__(lr=lr)
+        self.batch_size = 4
+        self.budget = budget
+        self.sizes: list[int] = []
+        self.net.register_forward_pre_hook(self._check_budget)
+
+    def _check_budget(self, module: torch.nn.Module, args: tuple[torch.Tensor, ...]) -> None:
+        self.sizes.append(args[0].shape[0])
+        if self.budget is not None and args[0].shape[0] > self.budget:
+            raise torch.OutOfMemoryError(f"tried to allocate a batch of {args[0].shape[0]} (budget {self.budget})")
+
+    def train_dataloader(self) -> DataLoader[Any]:
+        return DataLoader(tiny_dataset(128), batch_size=self.batch_size, shuffle=True)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=self.hparams["lr"], momentum=0.9)
+
+
+def _trained(module: Budgeted) -> Trainer:
+    trainer = Trainer(accelerator="cpu", max_steps=3, logger=False, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(module)
+    return trainer
+
+
+def _snapshot(module: torch.nn.Module, trainer: Trainer) -> dict[str, Any]:
+    return {"tensors": {k: v.clone() for k, v in module.state_dict().items()},
+            "objects": [id(p) for p in module.parameters()],
+            "flags": [(p.requires_grad, p.dtype, p.device) for p in module.parameters()],
+            "training": [m.training for m in module.modules()],
+            "optimizer": copy.deepcopy(trainer.optimizers[0].state_dict())}
+
+
+def _assert_same(before: dict[str, Any], module: torch.nn.Module, trainer: Trainer) -> None:
+    after = _snapshot(module, trainer)
+    assert before["tensors"].keys() == after["tensors"].keys()
+    for key, value in before["tensors"].items():
+        assert torch.equal(value, after["tensors"][key]), f"{key} changed"
+    assert before["objects"] == after["objects"] and before["flags"] == after["flags"]
+    assert before["training"] == after["training"]
+    saved, now = before["optimizer"], after["optimizer"]
+    assert saved["param_groups"] == now["param_groups"]
+    assert saved["state"].keys() == now["state"].keys()
+    for index, state in saved["state"].items():
+        assert torch.equal(state["momentum_buffer"], now["state"][index]["momentum_buffer"])
+    assert module._trainer is trainer
+
+
+def test_lr_find_suggests_a_rate_plots_it_and_leaves_everything_as_it_was(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    module = Budgeted()
+    module.batch_size = 32  # batches large enough for a smooth curve
+    trainer = _trained(module)
+    before = _snapshot(module, trainer)
+    result = Tuner(trainer).lr_find(module, min_lr=1e-4, max_lr=10.0, num_training=40, update_attr=False)
+    _assert_same(before, module, trainer)
+    assert 10 < len(result.lrs) <= 40 and len(result.lrs) == len(result.losses)
+    assert result.lrs == sorted(result.lrs) and result.lrs[0] == pytest.approx(1e-4)
+    suggestion = result.suggestion()
+    assert suggestion is not None and 1e-4 < suggestion < 10.0
+    path = tmp_path / "lr.png"
+    result.plot(path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_lr_find_updates_the_learning_rate_hyperparameter() -> None:
+    torch.manual_seed(0)
+    module = Budgeted()
+    trainer = _trained(module)
+    result = Tuner(trainer).lr_find(module, min_lr=1e-4, max_lr=1.0, num_training=20, early_stop_threshold=None)
+    assert len(result.lrs) == 20 and not result.stopped_early
+    assert module.hparams["lr"] == result.suggestion()
+    with pytest.raises(ConfigError, match="min_lr"):
+        Tuner(trainer).lr_find(module, min_lr=1.0, max_lr=0.1)
+
+
+@pytest.mark.parametrize(("mode", "expected", "trials"), [("power", 32, [2, 4, 8, 16, 32, 64]),
+                                                          ("binsearch", 48, [2, 4, 8, 16, 32, 64, 48, 56, 52, 50, 49])])
+def test_scale_batch_size_under_a_memory_budget(mode: str, expected: int, trials: list[int]) -> None:
+    module = Budgeted()
+    trainer = _trained(module)
+    before = _snapshot(module, trainer)
+    module.budget, module.sizes = 48, []
+    found = Tuner(trainer).scale_batch_size(module, mode=mode, steps_per_trial=1)  # type: ignore[arg-type]
+    assert found == expected and module.batch_size == expected
+    assert list(dict.fromkeys(module.sizes)) == trials
+    module.batch_size = 4
+    _assert_same(before, module, trainer)
+
+
+def test_scale_batch_size_stops_when_one_batch_holds_the_data() -> None:
+    module = Budgeted()
+    trainer = _trained(module)
+    assert Tuner(trainer).scale_batch_size(module, init_val=16, steps_per_trial=1) == 128
+    module.budget = 1
+    with pytest.raises(ConfigError, match="init_val"):
+        Tuner(trainer).scale_batch_size(module, init_val=2, steps_per_trial=1)
+    with pytest.raises(ConfigError, match="batch_arg_name"):
+        Tuner(trainer).scale_batch_size(module, batch_arg_name="bs")
