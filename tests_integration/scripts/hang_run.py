@@ -54,7 +54,7 @@ class Data(Dataset[Any]):
         self.calls += 1
         if self.block and self.calls > 40:
             stuck()
-            time.sleep(100_000)  # a worker that never returns (an NFS read, a deadlocked library)
+            time.sleep(100_000)  # HANG: worker (a read that never returns, a deadlocked library)
         return self.data[i]
 
 
@@ -63,13 +63,13 @@ class Model(TinyClassifier):
         rank, step = self.global_rank, self.global_step
         if CASE == "sleep" and rank == 1 and step == 5:
             stuck()
-            time.sleep(100_000)
+            time.sleep(100_000)  # HANG: sleep
         if CASE == "sync_dist" and rank == 0 and step == 5:
             stuck()
-            self.log("only_rank_zero", 1.0, sync_dist=True)
+            self.log("only_rank_zero", 1.0, sync_dist=True)  # HANG: sync_dist
         if CASE == "barrier" and rank == 0 and step == 5:
             stuck()
-            self.trainer.strategy.barrier("only on rank 0")
+            self.trainer.strategy.barrier("only on rank 0")  # HANG: barrier
         if CASE == "first_step" and step == 0:
             time.sleep(20)
         return super().training_step(batch, batch_idx)
@@ -77,7 +77,7 @@ class Model(TinyClassifier):
     def validation_step(self, batch: Any, batch_idx: int) -> Any:
         if CASE == "validation" and self.global_rank == 1 and batch_idx == 1:
             stuck()
-            time.sleep(100_000)
+            time.sleep(100_000)  # HANG: validation
         return super().validation_step(batch, batch_idx)
 
     def train_dataloader(self) -> Any:
@@ -133,7 +133,7 @@ def engine_main(engine: Any) -> None:
     for step, (x, y) in enumerate(loader):
         if CASE == "sleep" and engine.global_rank == 1 and step == 5:
             stuck()
-            time.sleep(100_000)
+            time.sleep(100_000)  # HANG: engine
         loss = torch.nn.functional.cross_entropy(model(x), y)
         optimizer.zero_grad()
         engine.backward(loss)

@@ -192,8 +192,9 @@ def _rank_line(report: dict[str, Any]) -> str:
            f"{report['doing']}"
     if report.get("user_frame"):
         line += f"; innermost user code: {report['user_frame']}"
-    for worker in report.get("workers", []):
-        line += f"; dataloader worker pid {worker['pid']} at {worker['frame'] or 'an unknown place'}"
+    if "DataLoader" in report["doing"]:
+        for worker in report.get("workers", []):
+            line += f"; dataloader worker pid {worker['pid']} at {worker['frame'] or 'an unknown place'}"
     if report["collectives"]:
         state = "still inside" if report["in_collective"] else "returned"
         line += f". Last collective xtrain entered: #{report['collectives']} {report['collective']} ({state})"
@@ -214,9 +215,9 @@ def format_summary(reports: dict[int, dict[str, Any]], *, world_size: int, repor
     lines += [f"  rank {r}: no report (frozen, or a C call holds its GIL; it is ended with the others)"
               for r in missing]
     if not stuck and waiting:
-        entered = ", ".join(f"rank {r}: #{reports[r]['collectives']} {reports[r]['waiting']}" for r in waiting)
-        lines.append(f"Every rank waits in a collective: they are mismatched (one that only some ranks call, or "
-                     f"called in another order). Collectives per rank: {entered}.")
+        entered = "; ".join(f"rank {r} in {reports[r]['waiting']}" for r in waiting)
+        lines.append(f"Every rank waits in a collective, and they do not match (one that only some ranks call, or "
+                     f"calls in another order): {entered}.")
     lines += ["Every thread's stack of each rank is printed above, under 'xtrain hang report: stacks of rank N'.",
               "Every rank now exits with code 1. Raise hang_timeout (Trainer/Engine argument) if this step is just "
               "slow.", "=" * 100, ""]

@@ -18,6 +18,7 @@ but the store every rank already connects to. Watching one neighbour keeps the s
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import socket
@@ -84,6 +85,11 @@ class Watchdog:
 
     def start(self) -> None:
         self.store.add(f"hb/{self.rank}", 1)
+        if not faulthandler.is_enabled():
+            try:  # a crash in C code (gloo's abort on mismatched collectives, a segfault) prints every stack
+                faulthandler.enable(all_threads=True)
+            except (RuntimeError, ValueError, OSError):  # stderr without a file descriptor (a notebook)
+                pass
         if self.hang_timeout is not None:
             PROGRESS.begin("setup")
             self._hang = HangMonitor(self.store, timeout=self.hang_timeout, thread_id=threading.get_ident(),
