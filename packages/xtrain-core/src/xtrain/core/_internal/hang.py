@@ -81,7 +81,7 @@ class HangMonitor:
         count, steps, phase, collectives = s.count, s.steps, s.phase, s.collectives
         if steps != self.last_steps:
             self.last_steps = steps
-            self.seen.add(phase)
+            self.seen.add(s.stepped)
         if collectives != self.last_collectives:
             self.last_collectives, self.collective_since = collectives, now
         changed = count != self.last_count

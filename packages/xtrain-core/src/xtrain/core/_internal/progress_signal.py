@@ -22,12 +22,13 @@ __all__ = ["PROGRESS", "ProgressFile", "ProgressSignal"]
 class ProgressSignal:
     """Counters the watchdog samples; see the module docstring."""
 
-    __slots__ = ("_next", "collective_name", "collectives", "count", "depth", "phase", "steps")
+    __slots__ = ("_next", "collective_name", "collectives", "count", "depth", "phase", "stepped", "steps")
 
     def __init__(self) -> None:
         self.count = 0
         self.steps = 0
         self.phase = "setup"
+        self.stepped = ""
         self.collectives = 0
         self.collective_name = ""
         self.depth = 0
@@ -44,7 +45,7 @@ class ProgressSignal:
 
     def step(self, phase: str) -> None:
         """A step (or evaluation batch) of kind ``phase`` finished."""
-        self.phase = phase
+        self.phase = self.stepped = phase
         self.steps += 1
         self.count += 1
 
