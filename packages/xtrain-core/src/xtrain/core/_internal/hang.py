@@ -64,7 +64,6 @@ class HangMonitor:
         self.signal = signal
         self.last_count, self.last_change = signal.count, now
         self.last_steps = signal.steps
-        self.last_collectives, self.collective_since = signal.collectives, now
         self.global_value, self.global_change = -1, now
         self.seen: set[str] = set()
         self.cold = False
@@ -72,18 +71,13 @@ class HangMonitor:
     def stalled_for(self, now: float) -> float:
         return now - self.last_change
 
-    def in_collective_for(self, now: float) -> float:
-        return now - self.collective_since
-
     def poll(self, now: float) -> str | None:
         """Sample the signal; returns why this rank counts as hung, or ``None``."""
         s = self.signal
-        count, steps, phase, collectives = s.count, s.steps, s.phase, s.collectives
+        count, steps, phase = s.count, s.steps, s.phase
         if steps != self.last_steps:
             self.last_steps = steps
             self.seen.add(s.stepped)
-        if collectives != self.last_collectives:
-            self.last_collectives, self.collective_since = collectives, now
         changed = count != self.last_count
         if changed:
             self.last_count, self.last_change = count, now

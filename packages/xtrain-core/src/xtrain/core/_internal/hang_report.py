@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from functools import cache
 from typing import IO, Any
 
-from xtrain.core._internal.progress_signal import ProgressSignal
+from xtrain.core._internal.progress_signal import PROGRESS, ProgressSignal
 
-__all__ = ["ThreadState", "WorkerStacks", "end_workers", "format_summary", "main_thread_state", "stack_block",
-           "write_block"]
+__all__ = ["ThreadState", "WorkerStacks", "end_workers", "format_summary", "main_thread_state", "rank_report",
+           "stack_block", "write_block"]
 
 _WORKER_SIGNAL = getattr(signal, "SIGUSR2", None)
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<name>\S+)')
@@ -184,6 +184,17 @@ def write_block(text: str) -> None:
     except (OSError, ValueError, AttributeError):
         sys.stderr.write(text)
         sys.stderr.flush()
+
+
+def rank_report(rank: int, host: str, *, state: ThreadState | None, stalled: float,
+                workers: list[tuple[int, str]]) -> dict[str, Any]:
+    """What this rank tells the reporter (JSON-ready): where its training thread is and what it last did."""
+    return {"rank": rank, "host": host, "pid": os.getpid(), "stalled": stalled, "phase": PROGRESS.phase,
+            "steps": PROGRESS.steps, "waiting": state.waiting if state else None,
+            "doing": state.doing if state else "unknown (hang detection is off on this rank)",
+            "user_frame": state.user_frame if state else None, "collective": PROGRESS.collective_name,
+            "collectives": PROGRESS.collectives, "in_collective": PROGRESS.depth > 0,
+            "workers": [{"pid": pid, "frame": innermost_user_frame(text)} for pid, text in workers]}
 
 
 def _rank_line(report: dict[str, Any]) -> str:

@@ -33,8 +33,8 @@ from xtrain.core._internal.hang_report import (
     WorkerStacks,
     end_workers,
     format_summary,
-    innermost_user_frame,
     main_thread_state,
+    rank_report,
     stack_block,
     write_block,
 )
@@ -194,21 +194,14 @@ class Watchdog:
         """Take part in the hang report (stacks, state), let the detecting rank print the summary, then exit."""
         reporter, _, reason = details.partition("\n")
         try:
-            now = time.monotonic()
             host = socket.gethostname()
-            state = main_thread_state(self._hang.thread_id, PROGRESS) if self._hang else None
+            monitor = self._hang
+            state = main_thread_state(monitor.thread_id, PROGRESS) if monitor else None
+            stalled = monitor.stalled_for(time.monotonic()) if monitor else 0.0
             workers = self._workers.collect()
             write_block(stack_block(self.rank, host, workers))
             end_workers()
-            monitor = self._hang
-            report = {"rank": self.rank, "host": host, "pid": os.getpid(),
-                      "stalled": monitor.stalled_for(now) if monitor else 0.0,
-                      "phase": PROGRESS.phase, "steps": PROGRESS.steps,
-                      "waiting": state.waiting if state else None, "doing": state.doing if state else "?",
-                      "user_frame": state.user_frame if state else None,
-                      "collective": PROGRESS.collective_name, "collectives": PROGRESS.collectives,
-                      "in_collective": PROGRESS.depth > 0,
-                      "workers": [{"pid": pid, "frame": innermost_user_frame(text)} for pid, text in workers]}
+            report = rank_report(self.rank, host, state=state, stalled=stalled, workers=workers)
             self.store.set(f"{_HANG}/{self.rank}", json.dumps(report))
             if reporter == str(self.rank):
                 self._print_summary(reason)
