@@ -162,13 +162,16 @@ def test_sleeping_rank_under_horovod(tmp_path: Path) -> None:
 
 
 @hangs
-@pytest.mark.parametrize("case", ["first_step", "slow_save"])
-def test_slow_but_progressing_runs_finish(tmp_path: Path, case: str) -> None:
-    """A 20 s first step (within its allowance of 4 x hang_timeout) and a 20 s checkpoint save that keeps writing,
-    with hang_timeout=10, are no hang."""
-    result, out, _ = run(tmp_path, case, hang_timeout=10.0)
+@pytest.mark.parametrize(("case", "hang_timeout"), [("first_step", 10.0), ("slow_save", 10.0), ("slow_steps", 5.0),
+                                                    ("preempt", 10.0)])
+def test_slow_but_progressing_runs_finish(tmp_path: Path, case: str, hang_timeout: float) -> None:
+    """No false alarms: a 20 s first step (within its allowance of 4 x hang_timeout), a 20 s checkpoint save that
+    keeps writing, steps of 3 s with hang_timeout=5, and a preemption that saves on that slow disk."""
+    result, out, _ = run(tmp_path, case, hang_timeout=hang_timeout)
     assert result.returncodes == [0], result.output
     assert "HANG DETECTED" not in result.output
     assert sorted(p.name for p in out.glob("finished_rank*")) == ["finished_rank0", "finished_rank1"]
     if case == "slow_save":
         assert (out / "slow.ckpt").stat().st_size > 0
+    if case == "preempt":
+        assert "preemption signal received" in result.output and (out / "checkpoints" / "last.ckpt").exists()

@@ -13,13 +13,16 @@ the time it stopped, just before):
 * ``validation``: rank 1 sleeps in ``validation_step`` (second batch of the first validation).
 
 Cases that must finish (exit 0): ``first_step`` (every rank's first step takes 20 s), ``slow_save`` (rank 0 writes
-a checkpoint for 20 s, chunk by chunk, while rank 1 waits in the barrier after it).
+a checkpoint for 20 s, chunk by chunk, while rank 1 waits in the barrier after it), ``slow_steps`` (six steps of
+3 s each), ``preempt`` (rank 1 gets SIGTERM at step 5: the run saves ``last.ckpt`` on the slow disk and stops).
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -72,6 +75,10 @@ class Model(TinyClassifier):
             self.trainer.strategy.barrier("only on rank 0")  # HANG: barrier
         if CASE == "first_step" and step == 0:
             time.sleep(20)
+        if CASE == "slow_steps" and 1 <= step <= 6:
+            time.sleep(3)
+        if CASE == "preempt" and rank == 1 and step == 5:
+            os.kill(os.getpid(), signal.SIGTERM)
         return super().training_step(batch, batch_idx)
 
     def validation_step(self, batch: Any, batch_idx: int) -> Any:
@@ -115,12 +122,13 @@ class SaveAtStep(Callback):
 
 def train() -> None:
     hardware = {k: SETTINGS[k] for k in ("strategy", "devices", "num_nodes") if k in SETTINGS}
-    finishes = CASE in ("first_step", "slow_save", "none")
+    finishes = CASE in ("first_step", "slow_save", "slow_steps", "preempt", "none")
+    slow_disk = CASE in ("slow_save", "preempt")
     trainer = Trainer(accelerator="cpu", max_steps=12 if finishes else 100_000, max_epochs=-1, logger=False,
                       enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False,
                       num_sanity_val_steps=0, default_root_dir=str(OUT), hang_timeout=SETTINGS["hang_timeout"],
                       limit_train_batches=40 if CASE == "validation" else 1.0,
-                      plugins=[SlowDisk()] if CASE == "slow_save" else None,
+                      plugins=[SlowDisk()] if slow_disk else None,
                       callbacks=[SaveAtStep()] if CASE == "slow_save" else None, **hardware)
     trainer.fit(Model())
     (OUT / f"finished_rank{trainer.global_rank}").write_text("1")

@@ -8,9 +8,11 @@ from __future__ import annotations
 import io
 import threading
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 import torch.distributed as dist
 
 from xtrain.core import Trainer
@@ -139,3 +141,21 @@ def test_innermost_user_frame_of_a_faulthandler_dump() -> None:
     dump = (f'Thread 0x1 (most recent call first):\n  File "{threading.__file__}", line 331 in wait\n'
             '  File "/me/data.py", line 57 in __getitem__\n  File "/me/train.py", line 9 in main\n')
     assert innermost_user_frame(dump) == "/me/data.py:57 in __getitem__"
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
+def test_sharded_checkpoint_writes_report_progress(tmp_path: Path) -> None:
+    """Distributed-checkpoint files written through xtrain's writer report every chunk, like single files."""
+    from torch.distributed.checkpoint import save
+    from torch.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter
+    from torch.distributed.checkpoint.state_dict_loader import load
+
+    from xtrain.core._internal.progress_signal import PROGRESS, report_stream_writes
+
+    state = {f"w{i}": torch.randn(64, 64) for i in range(4)}
+    before = PROGRESS.count
+    save(state, storage_writer=report_stream_writes(FileSystemWriter(str(tmp_path))), no_dist=True)
+    assert PROGRESS.count - before >= 4
+    loaded = {k: torch.zeros_like(v) for k, v in state.items()}
+    load(loaded, storage_reader=FileSystemReader(str(tmp_path)), no_dist=True)
+    assert all(torch.equal(loaded[k], state[k]) for k in state)

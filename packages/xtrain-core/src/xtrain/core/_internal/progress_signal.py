@@ -14,9 +14,11 @@ reporting costs a few tens of nanoseconds and no allocation.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["PROGRESS", "ProgressFile", "ProgressSignal"]
+__all__ = ["PROGRESS", "ProgressFile", "ProgressSignal", "report_stream_writes"]
 
 
 class ProgressSignal:
@@ -87,3 +89,16 @@ class ProgressFile:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._file, name)
+
+
+def report_stream_writes(writer: Any) -> Any:
+    """Make a ``torch.distributed.checkpoint`` ``FileSystemWriter`` report progress for every chunk it writes."""
+    create = writer.fs.create_stream
+
+    @contextmanager
+    def create_stream(path: Any, mode: str) -> Iterator[Any]:
+        with create(path, mode) as stream:
+            yield ProgressFile(stream) if "w" in mode else stream
+
+    writer.fs.create_stream = create_stream
+    return writer
