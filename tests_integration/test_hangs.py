@@ -149,6 +149,23 @@ def test_sleeping_rank_under_other_launchers(tmp_path: Path, how: str) -> None:
 
 
 @hangs
+def test_frozen_rank_on_another_node_ends_itself(tmp_path: Path) -> None:
+    """Rank 1 (node 1) holds the GIL forever: rank 0 sees its heartbeat stop (or reports the hang) and exits; nobody
+    on node 1 could end it, so faulthandler's timer, which the frozen watchdog no longer re-arms, dumps its stacks
+    and exits it."""
+    result, out, ended = run(tmp_path, "frozen", how="two_nodes", timeout=180.0)
+    output = result.output
+    assert not result.timed_out and all(code not in (0, None) for code in result.returncodes), output
+    # Whichever comes first: the heartbeat timeout, or the hang report in which rank 1 cannot answer.
+    assert "rank 1 is gone: no heartbeat" in output or "rank 1: no report" in output, output
+    line = where("frozen").split(":")[1]
+    assert f'hang_run.py", line {line} in training_step' in output, output
+    took = ended - float((out / "stuck_at").read_text())
+    assert took <= 6 + 30 + 5 + BOUND_S, output  # heartbeat timeout + grace + re-arm period + margin
+    print(f"frozen rank on node 1: every process gone {took:.1f} s after it froze")
+
+
+@hangs
 def test_sleeping_rank_under_the_engine(tmp_path: Path) -> None:
     result, out, ended = run(tmp_path, "sleep", engine=True)
     check_hang(result, out, ended, stuck_rank=1, case="engine", label="sleep, Engine")

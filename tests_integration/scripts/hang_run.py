@@ -11,6 +11,7 @@ the time it stopped, just before):
 * ``sync_dist``: rank 0 alone logs with ``sync_dist=True`` at step 5.
 * ``barrier``: rank 0 alone enters a barrier at step 5.
 * ``validation``: rank 1 sleeps in ``validation_step`` (second batch of the first validation).
+* ``frozen``: rank 1 sleeps in C code that holds the GIL, so not even its watchdog thread runs.
 
 Cases that must finish (exit 0): ``first_step`` (every rank's first step takes 20 s), ``slow_save`` (rank 0 writes
 a checkpoint for 20 s, chunk by chunk, while rank 1 waits in the barrier after it), ``slow_steps`` (six steps of
@@ -19,6 +20,7 @@ a checkpoint for 20 s, chunk by chunk, while rank 1 waits in the barrier after i
 
 from __future__ import annotations
 
+import ctypes
 import io
 import json
 import os
@@ -67,6 +69,9 @@ class Model(TinyClassifier):
         if CASE == "sleep" and rank == 1 and step == 5:
             stuck()
             time.sleep(100_000)  # HANG: sleep
+        if CASE == "frozen" and rank == 1 and step == 5:
+            stuck()
+            ctypes.PyDLL(None).sleep(100_000)  # HANG: frozen (C code that keeps the GIL: no thread of it runs)
         if CASE == "sync_dist" and rank == 0 and step == 5:
             stuck()
             self.log("only_rank_zero", 1.0, sync_dist=True)  # HANG: sync_dist

@@ -8,6 +8,9 @@
   exits at once with ``os._exit``: its main thread may be blocked in a collective that would otherwise wait for a
   timeout of many minutes.
 
+* A rank whose watchdog thread cannot run at all (C code holding the GIL) looks killed to its neighbour, which
+  ends the others; ``faulthandler``'s own timer, re-armed by the thread, then dumps its stacks and exits it too,
+  so no frozen process outlives the run (on another node nobody else could end it).
 * With ``hang_timeout``, the same thread detects a rank that stopped making progress (``_internal/hang.py``) and
   writes ``abort`` as ``hang``: every rank then prints the stacks of its threads and dataloader workers, reports
   its state, the detecting rank prints one summary, and every rank exits with code 1.
@@ -47,6 +50,8 @@ _ABORT = "abort"
 _HANG = "hang"
 _GATHER_S = 8.0
 _EXIT_S = 12.0
+_FROZEN_GRACE_S = 30.0
+_REARM_S = 5.0
 
 
 def _default_dead_after() -> float:
@@ -117,6 +122,7 @@ class Watchdog:
         self._stop.set()
         self._thread.join(timeout=5 * self.interval + 1)
         self._thread = None
+        faulthandler.cancel_dump_traceback_later()
         if self._hang is not None:
             self._hang.close()
             self._hang = None
@@ -143,11 +149,22 @@ class Watchdog:
         except Exception:  # noqa: BLE001 - the process is failing anyway; nothing more to do
             pass
 
+    def _arm_freeze_exit(self) -> None:
+        """Exit (with every thread's stack) if this thread does not run again for a while; see the module docstring."""
+        try:
+            faulthandler.dump_traceback_later(self.dead_after + _FROZEN_GRACE_S, exit=True)
+        except (RuntimeError, ValueError, OSError):  # stderr without a file descriptor
+            pass
+
     def _run(self) -> None:
         neighbour = (self.rank + 1) % self.world_size
         last_value, last_change = -1, time.monotonic()
+        armed = 0.0
         while not self._stop.wait(self.interval):
             try:
+                if time.monotonic() - armed > _REARM_S:
+                    self._arm_freeze_exit()
+                    armed = time.monotonic()
                 self.store.add(f"hb/{self.rank}", 1)
                 if self.store.check([_ABORT]):
                     self._die(self.store.get(_ABORT).decode(errors="replace"))
@@ -169,6 +186,7 @@ class Watchdog:
                     self._die(self.store.get(_ABORT).decode(errors="replace"))
             except Exception as err:  # noqa: BLE001 - any store failure means the run is broken
                 if self._stop.is_set() or self.shutting_down:
+                    faulthandler.cancel_dump_traceback_later()
                     return
                 self._die(f"?\nlost contact with the rendezvous store ({type(err).__name__}: {err}); the process "
                           f"hosting it (rank 0, or the launcher's agent) has exited.")
