@@ -57,6 +57,8 @@ class Strategy(ABC):
             :meth:`set_gradient_accumulation`.
         resumes_exactly: Whether a run resumed from a mid-epoch checkpoint continues bitwise like the uninterrupted
             one (``False`` where ranks hold different model replicas or results depend on timing).
+        hang_timeout: Seconds without progress before a multi-process run counts as hung (``None``: never); set by
+            the Trainer and the Engine through :meth:`set_hang_timeout`.
     """
 
     name: ClassVar[str]
