@@ -64,7 +64,7 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def hangs(session: nox.Session) -> None:
-    """Every hang-detection run (tests_integration/test_hangs.py): stuck ranks under each launcher, ~5 minutes."""
+    """Every hang-detection run (tests_integration/test_hangs.py): stuck ranks under each launcher, ~13 minutes on a busy 2-core machine."""
     session.install("-c", TORCH, "torch==2.13.0", *_editable("cli", "test"), "pytest-timeout")
     session.run("pytest", "tests_integration/test_hangs.py", "-m", "hangs", "-s", *session.posargs,
                 env={"XTRAIN_HANG_TESTS": "1"})
