@@ -63,6 +63,14 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session
+def hangs(session: nox.Session) -> None:
+    """Every hang-detection run (tests_integration/test_hangs.py): stuck ranks under each launcher, ~13 minutes on a busy 2-core machine."""
+    session.install("-c", TORCH, "torch==2.13.0", *_editable("cli", "test"), "pytest-timeout")
+    session.run("pytest", "tests_integration/test_hangs.py", "-m", "hangs", "-s", *session.posargs,
+                env={"XTRAIN_HANG_TESTS": "1"})
+
+
+@nox.session
 def build(session: nox.Session) -> None:
     """Build every wheel and sdist, then prove xtrain-core's wheel alone (plus torch) trains on CPU."""
     session.install("build>=1.2", "hatchling>=1.25")

@@ -10,6 +10,7 @@ import atexit
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
+from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
@@ -19,6 +20,8 @@ from torch import nn
 
 from xtrain.core._internal.data import prepare_dataloader, resumable_sampler
 from xtrain.core._internal.engine_module import EngineModule, unwrap
+from xtrain.core._internal.hang import DEFAULT_HANG_TIMEOUT, parse_hang_timeout
+from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.core._internal.resolve import resolve
 from xtrain.core._internal.versions import xtrain_versions
 from xtrain.core.errors import ConfigError
@@ -47,12 +50,10 @@ class _DeviceLoader:
         if sampler is not None:
             sampler.set_epoch(self._epoch)
         self._epoch += 1
-        if not self._move:
-            yield from self.loader
-            return
-        to_device = self._strategy.batch_to_device
+        to_device = self._strategy.batch_to_device if self._move else None
         for batch in self.loader:
-            yield to_device(batch)
+            PROGRESS.report()
+            yield batch if to_device is None else to_device(batch)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.__dict__["loader"], name)
@@ -68,6 +69,8 @@ class Engine:
         num_nodes: As for the Trainer.
         precision: As for the Trainer.
         plugins: As for the Trainer.
+        hang_timeout: As for the Trainer: seconds without progress (a batch from a set-up dataloader, a backward
+            pass, a checkpoint write) before a multi-process run is reported as hung and ended; ``None``: off.
 
     Example::
 
@@ -83,9 +86,11 @@ class Engine:
     """
 
     def __init__(self, *, accelerator: Any = "auto", strategy: Any = "auto", devices: Any = "auto",
-                 num_nodes: int = 1, precision: Any = None, plugins: Any = None) -> None:
+                 num_nodes: int = 1, precision: Any = None, plugins: Any = None,
+                 hang_timeout: float | timedelta | None = DEFAULT_HANG_TIMEOUT) -> None:
         self._strategy = resolve(accelerator=accelerator, devices=devices, num_nodes=num_nodes, strategy=strategy,
                                  precision=precision, plugins=plugins).strategy
+        self._strategy.set_hang_timeout(parse_hang_timeout(hang_timeout))
         self._launched = False
         self._failed = False
         self._modules: list[nn.Module] = []
@@ -243,6 +248,7 @@ class Engine:
     def backward(self, loss: torch.Tensor) -> None:
         """``loss.backward()`` through the precision (gradient scaling) and the strategy (gradient sync)."""
         self._strategy.backward(loss)
+        PROGRESS.step("engine")
 
     def autocast(self) -> AbstractContextManager[Any]:
         """The precision's forward context, for code outside a set-up module's forward."""

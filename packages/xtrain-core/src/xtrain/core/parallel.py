@@ -22,6 +22,7 @@ import torch.distributed as dist
 from typing_extensions import override
 
 from xtrain.core._internal.pickling import object_to_tensor, tensor_to_object
+from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.core._internal.watchdog import Watchdog
 from xtrain.core.environment import ClusterEnvironment
 from xtrain.core.errors import ConfigError
@@ -150,7 +151,8 @@ class ParallelStrategy(Strategy, ABC):
     def start_watchdog(self) -> None:
         if self.world_size > 1 and self._watchdog is None:
             self._watchdog = Watchdog(self.watchdog_store(), rank=self.global_rank, world_size=self.world_size,
-                                      dead_after=self.heartbeat_timeout, on_abort=self._run_abort_handlers)
+                                      dead_after=self.heartbeat_timeout, on_abort=self._run_abort_handlers,
+                                      hang_timeout=self.hang_timeout)
             self._watchdog.start()
 
     @override
@@ -196,7 +198,8 @@ class ParallelStrategy(Strategy, ABC):
         result = self._on_device(tensor)
         if op == "mean" and not result.is_floating_point():
             result = result.float()
-        dist.all_reduce(result, op=_OPS[op])
+        with PROGRESS.collective("all_reduce"):
+            dist.all_reduce(result, op=_OPS[op])
         if op == "mean":
             result /= self.world_size
         return result
@@ -206,7 +209,8 @@ class ParallelStrategy(Strategy, ABC):
         local = self._on_device(tensor).contiguous()
         # Gathered flat: gloo splits the output along dim 0 and refuses a 0-dim input gathered into (world,).
         out = torch.empty((self.world_size * local.numel(),), dtype=local.dtype, device=local.device)
-        _all_gather_single(out, local.reshape(-1))
+        with PROGRESS.collective("all_gather"):
+            _all_gather_single(out, local.reshape(-1))
         return out.reshape(self.world_size, *local.shape)
 
     @override
@@ -216,10 +220,11 @@ class ParallelStrategy(Strategy, ABC):
         device = self._object_device()
         data = object_to_tensor(obj, device) if self.global_rank == src else None
         size = torch.tensor([0 if data is None else data.numel()], dtype=torch.long, device=device)
-        dist.broadcast(size, src=src)
-        if data is None:
-            data = torch.empty(int(size.item()), dtype=torch.uint8, device=device)
-        dist.broadcast(data, src=src)
+        with PROGRESS.collective("broadcast"):
+            dist.broadcast(size, src=src)
+            if data is None:
+                data = torch.empty(int(size.item()), dtype=torch.uint8, device=device)
+            dist.broadcast(data, src=src)
         return tensor_to_object(data)  # type: ignore[no-any-return]
 
     @override
@@ -243,7 +248,8 @@ class ParallelStrategy(Strategy, ABC):
 
         def result() -> bool:
             if work is not None:
-                work.wait()
+                with PROGRESS.collective("all_reduce (a decision every rank takes together)"):
+                    work.wait()
             total = int(flag.item())
             return total == self.world_size if all else total > 0
 
@@ -256,10 +262,11 @@ class ParallelStrategy(Strategy, ABC):
     def barrier(self, name: str | None = None) -> None:
         if not dist.is_initialized() or self.world_size == 1:
             return
-        if self.backend == "nccl" and self.root_device.index is not None:
-            dist.barrier(device_ids=[self.root_device.index])
-        else:
-            dist.barrier()
+        with PROGRESS.collective(f"barrier({name!r})" if name else "barrier"):
+            if self.backend == "nccl" and self.root_device.index is not None:
+                dist.barrier(device_ids=[self.root_device.index])
+            else:
+                dist.barrier()
 
 
 def _destroy_process_group() -> None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from xtrain.core._internal.progress_signal import report_stream_writes
 from xtrain.core.checkpoint_io import PathLike
 from xtrain.core.defaults.torch_io import atomic_write
 from xtrain.core.sharded_checkpoint import (
@@ -107,7 +108,7 @@ class ShardedSaver:
         if zero:
             (target / data).mkdir(parents=True, exist_ok=True)
             atomic_write(target / data / REST_FILE, lambda f: torch.save(rest, f))
-        writer = FileSystemWriter(str(target / data))
+        writer = report_stream_writes(FileSystemWriter(str(target / data)))
         alone = not _distributed()  # one process without a group (single device): nothing to coordinate
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")

@@ -57,6 +57,8 @@ class Strategy(ABC):
             :meth:`set_gradient_accumulation`.
         resumes_exactly: Whether a run resumed from a mid-epoch checkpoint continues bitwise like the uninterrupted
             one (``False`` where ranks hold different model replicas or results depend on timing).
+        hang_timeout: Seconds without progress before a multi-process run counts as hung (``None``: never); set by
+            the Trainer and the Engine through :meth:`set_hang_timeout`.
     """
 
     name: ClassVar[str]
@@ -67,6 +69,7 @@ class Strategy(ABC):
     checkpoint_layout: Literal["full", "sharded"] = "full"
     handles_gradient_accumulation: ClassVar[bool] = False
     resumes_exactly: ClassVar[bool] = True
+    hang_timeout: float | None = None
 
     def __init__(self, *, accelerator: Accelerator | None = None, precision: Precision | None = None,
                  checkpoint_io: CheckpointIO | None = None,
@@ -212,6 +215,14 @@ class Strategy(ABC):
         self.precision.teardown()
         self.checkpoint_io.teardown()
         self.accelerator.teardown()
+
+    def set_hang_timeout(self, timeout: float | None) -> None:
+        """Receive the Trainer's or Engine's ``hang_timeout`` in seconds (``None``: off) before processes start.
+
+        Multi-process strategies hand it to their watchdog, which reports and ends a run whose ranks stop making
+        progress; one process has nobody to wait for and only keeps it.
+        """
+        self.hang_timeout = timeout
 
     def add_abort_handler(self, handler: Callable[[], None]) -> None:
         """Run ``handler`` (best effort) if this process is ended because another rank failed.

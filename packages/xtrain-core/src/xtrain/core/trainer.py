@@ -24,6 +24,7 @@ from xtrain.core._internal.checkpointing import (
 )
 from xtrain.core._internal.compiled import unwrap_compiled
 from xtrain.core._internal.data import batch_limit, prepare_dataloader, resumable_sampler
+from xtrain.core._internal.hang import DEFAULT_HANG_TIMEOUT, parse_hang_timeout
 from xtrain.core._internal.hooks import HookDispatcher
 from xtrain.core._internal.loops.evaluation import run_evaluation, run_predict
 from xtrain.core._internal.loops.fit import FitLoop
@@ -100,6 +101,9 @@ class Trainer:
         use_distributed_sampler: Shard dataloaders across ranks automatically.
         inference_mode: Evaluate under ``torch.inference_mode`` (``False``: ``torch.no_grad``; accelerators that
             declare ``supports_inference_mode = False``, such as XLA, always use ``torch.no_grad``).
+        hang_timeout: Seconds (or a timedelta) a rank may make no progress before the run is reported as hung
+            (every rank's stacks and a summary) and ended; the first step of each loop gets 4 times as long.
+            Default 15 minutes; ``None`` turns it off. Multi-process strategies only; see the distributed guide.
     """
 
     def __init__(
@@ -115,6 +119,7 @@ class Trainer:
         enable_checkpointing: bool = True, enable_progress_bar: bool = True, enable_model_summary: bool = True,
         log_every_n_steps: int = 50, default_root_dir: str | Path | None = None, fast_dev_run: bool | int = False,
         use_distributed_sampler: bool = True, inference_mode: bool = True,
+        hang_timeout: float | timedelta | None = DEFAULT_HANG_TIMEOUT,
     ) -> None:
         limits = parse_settings(
             max_epochs=max_epochs, max_steps=max_steps, max_time=max_time, limit_train_batches=limit_train_batches,
@@ -139,6 +144,7 @@ class Trainer:
         self.loggers: list[Logger] = [] if limits.fast_dev_run else check_loggers(logger, self.default_root_dir)
         self.strategy: Strategy = resolve(accelerator=accelerator, devices=devices, num_nodes=num_nodes,
                                           strategy=strategy, precision=precision, plugins=plugins).strategy
+        self.strategy.set_hang_timeout(parse_hang_timeout(hang_timeout))
         if deterministic:
             torch.use_deterministic_algorithms(True, warn_only=deterministic == "warn")
         defaults: list[Callback] = []

@@ -8,23 +8,50 @@
   exits at once with ``os._exit``: its main thread may be blocked in a collective that would otherwise wait for a
   timeout of many minutes.
 
+* A rank whose watchdog thread cannot run at all (C code holding the GIL) looks killed to its neighbour, which
+  ends the others; ``faulthandler``'s own timer, re-armed by the thread, then dumps its stacks and exits it too,
+  so no frozen process outlives the run (on another node nobody else could end it).
+* With ``hang_timeout``, the same thread detects a rank that stopped making progress (``_internal/hang.py``) and
+  writes ``abort`` as ``hang``: every rank then prints the stacks of its threads and dataloader workers, reports
+  its state, the detecting rank prints one summary, and every rank exits with code 1.
+
 This works whoever launched the ranks (xtrain, torchrun, SLURM, mpirun) and across nodes, because it needs nothing
 but the store every rank already connects to. Watching one neighbour keeps the store's load constant per rank.
 """
 
 from __future__ import annotations
 
+import faulthandler
+import json
 import os
+import socket
 import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from xtrain.core._internal.hang import HangMonitor
+from xtrain.core._internal.hang_report import (
+    WorkerStacks,
+    end_workers,
+    format_summary,
+    main_thread_state,
+    rank_report,
+    stack_block,
+    write_block,
+)
+from xtrain.core._internal.progress_signal import PROGRESS
+
 __all__ = ["ABORT_EXIT_CODE", "Watchdog"]
 
 ABORT_EXIT_CODE = 1
 _ABORT = "abort"
+_HANG = "hang"
+_GATHER_S = 8.0
+_EXIT_S = 12.0
+_FROZEN_GRACE_S = 30.0
+_REARM_S = 5.0
 
 
 def _default_dead_after() -> float:
@@ -41,10 +68,12 @@ class Watchdog:
         interval: Seconds between heartbeats and checks.
         dead_after: Seconds without a neighbour heartbeat before it is declared gone.
         on_abort: Called (best effort) before this rank exits because another failed, e.g. to flush logs.
+        hang_timeout: Seconds without progress before this rank counts as hung (``None``: no hang detection).
     """
 
     def __init__(self, store: Any, *, rank: int, world_size: int, interval: float = 0.5,
-                 dead_after: float | None = None, on_abort: Callable[[], None] | None = None) -> None:
+                 dead_after: float | None = None, on_abort: Callable[[], None] | None = None,
+                 hang_timeout: float | None = None) -> None:
         self.store = store
         self.rank = rank
         self.world_size = world_size
@@ -55,9 +84,22 @@ class Watchdog:
         self._thread: threading.Thread | None = None
         self._reported = False
         self.shutting_down = False
+        self.hang_timeout = hang_timeout
+        self._hang: HangMonitor | None = None
+        self._workers = WorkerStacks()
 
     def start(self) -> None:
         self.store.add(f"hb/{self.rank}", 1)
+        if not faulthandler.is_enabled():
+            try:  # a crash in C code (gloo's abort on mismatched collectives, a segfault) prints every stack
+                faulthandler.enable(all_threads=True)
+            except (RuntimeError, ValueError, OSError):  # stderr without a file descriptor (a notebook)
+                pass
+        if self.hang_timeout is not None:
+            PROGRESS.begin("setup")
+            self._hang = HangMonitor(self.store, timeout=self.hang_timeout, thread_id=threading.get_ident(),
+                                     now=time.monotonic())
+            self._workers.install()
         self._thread = threading.Thread(target=self._run, name=f"xtrain-watchdog-rank{self.rank}", daemon=True)
         self._thread.start()
 
@@ -80,6 +122,11 @@ class Watchdog:
         self._stop.set()
         self._thread.join(timeout=5 * self.interval + 1)
         self._thread = None
+        faulthandler.cancel_dump_traceback_later()
+        if self._hang is not None:
+            self._hang.close()
+            self._hang = None
+        self._workers.uninstall()
 
     def report_failure(self, details: str, *, caused_by_peer: bool = False) -> None:
         """Tell every rank that this one failed (first report wins); called before this rank exits.
@@ -102,14 +149,30 @@ class Watchdog:
         except Exception:  # noqa: BLE001 - the process is failing anyway; nothing more to do
             pass
 
+    def _arm_freeze_exit(self) -> None:
+        """Exit (with every thread's stack) if this thread does not run again for a while; see the module docstring."""
+        try:
+            faulthandler.dump_traceback_later(self.dead_after + _FROZEN_GRACE_S, exit=True)
+        except (RuntimeError, ValueError, OSError):  # stderr without a file descriptor
+            pass
+
     def _run(self) -> None:
         neighbour = (self.rank + 1) % self.world_size
         last_value, last_change = -1, time.monotonic()
+        armed = 0.0
         while not self._stop.wait(self.interval):
             try:
+                if time.monotonic() - armed > _REARM_S:
+                    self._arm_freeze_exit()
+                    armed = time.monotonic()
                 self.store.add(f"hb/{self.rank}", 1)
                 if self.store.check([_ABORT]):
                     self._die(self.store.get(_ABORT).decode(errors="replace"))
+                if self._hang is not None and not self.shutting_down:
+                    reason = self._hang.poll(time.monotonic())
+                    if reason is not None:
+                        self.store.compare_set(_ABORT, "", f"{_HANG}\n{self.rank}\n{reason}")
+                        self._die(self.store.get(_ABORT).decode(errors="replace"))
                 if neighbour == self.rank or self.store.check([f"done/{neighbour}"]):
                     continue
                 value = int(self.store.add(f"hb/{neighbour}", 0))
@@ -123,12 +186,15 @@ class Watchdog:
                     self._die(self.store.get(_ABORT).decode(errors="replace"))
             except Exception as err:  # noqa: BLE001 - any store failure means the run is broken
                 if self._stop.is_set() or self.shutting_down:
+                    faulthandler.cancel_dump_traceback_later()
                     return
                 self._die(f"?\nlost contact with the rendezvous store ({type(err).__name__}: {err}); the process "
                           f"hosting it (rank 0, or the launcher's agent) has exited.")
 
     def _die(self, abort_value: str) -> None:
         failed, _, details = abort_value.partition("\n")
+        if failed == _HANG:
+            self._end_hung_run(details)
         if failed == str(self.rank):
             return
         sys.stderr.write(f"\nxtrain: rank {failed} failed; stopping rank {self.rank} (pid {os.getpid()}).\n"
@@ -139,4 +205,51 @@ class Watchdog:
                 self.on_abort()
             except Exception:  # noqa: BLE001 - exiting regardless
                 pass
+        end_workers()
         os._exit(ABORT_EXIT_CODE)
+
+    def _end_hung_run(self, details: str) -> None:
+        """Take part in the hang report (stacks, state), let the detecting rank print the summary, then exit."""
+        reporter, _, reason = details.partition("\n")
+        try:
+            host = socket.gethostname()
+            monitor = self._hang
+            state = main_thread_state(monitor.thread_id, PROGRESS) if monitor else None
+            stalled = monitor.stalled_for(time.monotonic()) if monitor else 0.0
+            workers = self._workers.collect()
+            write_block(stack_block(self.rank, host, workers))
+            end_workers()
+            report = rank_report(self.rank, host, state=state, stalled=stalled, workers=workers)
+            self.store.set(f"{_HANG}/{self.rank}", json.dumps(report))
+            if reporter == str(self.rank):
+                self._print_summary(reason)
+                self.store.set(f"{_HANG}/done", "1")
+            else:
+                deadline = time.monotonic() + _EXIT_S
+                while time.monotonic() < deadline and not self.store.check([f"{_HANG}/done"]):
+                    time.sleep(self.interval / 5)
+        except Exception:  # noqa: BLE001 - the reporter exited and took the store along: we are done too
+            pass
+        finally:
+            if self.on_abort is not None:
+                try:
+                    self.on_abort()
+                except Exception:  # noqa: BLE001 - exiting regardless
+                    pass
+            end_workers()
+            os._exit(ABORT_EXIT_CODE)
+
+    def _print_summary(self, reason: str) -> None:
+        keys = {r: f"{_HANG}/{r}" for r in range(self.world_size)}
+        deadline = time.monotonic() + _GATHER_S
+        reports: dict[int, dict[str, Any]] = {}
+        while True:
+            for r, key in keys.items():
+                if r not in reports and self.store.check([key]):
+                    reports[r] = json.loads(self.store.get(key).decode(errors="replace"))
+            if len(reports) == self.world_size or time.monotonic() >= deadline:
+                break
+            time.sleep(self.interval / 5)
+        timeout = self.hang_timeout or 0.0
+        write_block(format_summary(reports, world_size=self.world_size, reporter=int(self.rank), reason=reason,
+                                   timeout=timeout))

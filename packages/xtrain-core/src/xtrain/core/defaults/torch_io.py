@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import torch
 from typing_extensions import override
 
+from xtrain.core._internal.progress_signal import ProgressFile
 from xtrain.core.checkpoint_io import CheckpointIO, PathLike
 from xtrain.core.errors import CheckpointError
 
@@ -25,13 +26,16 @@ def atomic_write(path: PathLike, write: Any) -> None:
     atomic on POSIX file systems, and the fsync before it makes sure the bytes it points to are on disk. The
     directory is not fsynced after the rename: after a power loss the rename may be lost, which leaves the previous,
     intact checkpoint (a second fsync per save would cost more than the save itself on a busy disk).
+
+    ``write`` gets a file that reports progress to the hang watchdog every 64 MiB, so a slow disk that keeps
+    writing never counts as a hang.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            write(f)
+            write(ProgressFile(f))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp_name, target)

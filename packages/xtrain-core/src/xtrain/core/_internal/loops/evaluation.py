@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
+from xtrain.core._internal.progress_signal import PROGRESS
+
 if TYPE_CHECKING:
     from xtrain.core.strategy import Strategy
     from xtrain.core.trainer import Trainer
@@ -48,6 +50,7 @@ def run_evaluation(trainer: Trainer, stage: EvalStage, loaders: list[Any], limit
     was_training = module.training
     module.eval()
     trainer._metrics.begin(stage)
+    PROGRESS.begin(stage)
     with_idx = len(loaders) > 1 and _takes_dataloader_idx(getattr(module, step_name))
     hooks.call(f"on_{prefix}_start")
     hooks.call(f"on_{prefix}_epoch_start")
@@ -64,6 +67,7 @@ def run_evaluation(trainer: Trainer, stage: EvalStage, loaders: list[Any], limit
                     fn(batch, batch_idx, dl_idx)
                 args = (batch, batch_idx, dl_idx) if with_idx else (batch, batch_idx)
                 output = strategy.run_step(step_name, *args)  # type: ignore[arg-type]
+                PROGRESS.step(stage)
                 for fn in on_end:
                     fn(output, batch, batch_idx, dl_idx)
     results = trainer._log_epoch_metrics(log=stage != "sanity_check")
@@ -83,6 +87,7 @@ def run_predict(trainer: Trainer, loaders: list[Any], limits: list[float]) -> li
     strategy = trainer.strategy
     hooks = trainer._hooks
     module.eval()
+    PROGRESS.begin("predict")
     with_idx = len(loaders) > 1 and _takes_dataloader_idx(module.predict_step)
     hooks.call("on_predict_start")
     hooks.call("on_predict_epoch_start")
@@ -97,6 +102,7 @@ def run_predict(trainer: Trainer, loaders: list[Any], limits: list[float]) -> li
                 hooks.call("on_predict_batch_start", batch, batch_idx, dl_idx)
                 args = (batch, batch_idx, dl_idx) if with_idx else (batch, batch_idx)
                 prediction = strategy.run_step("predict_step", *args)  # type: ignore[arg-type]
+                PROGRESS.step("predict")
                 hooks.call("on_predict_batch_end", prediction, batch, batch_idx, dl_idx)
                 found.append(prediction)
             outputs.append(found)

@@ -15,6 +15,7 @@ import torch
 
 from xtrain.core._internal.data import resumable_sampler
 from xtrain.core._internal.loops.evaluation import prepare_batch
+from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.core._internal.sampler import SeededBatchSampler
 from xtrain.core.errors import ConfigError
 
@@ -51,6 +52,7 @@ class FitLoop:
         t = self.trainer
         if t.max_time is not None:
             self._deadline = time.monotonic() + t.max_time.total_seconds()
+        PROGRESS.begin("train")
         t._hooks.call("on_train_start")
         while not self.done():
             self._epoch()
@@ -127,6 +129,7 @@ class FitLoop:
                 fn(batch, batch_idx)
             last = batch_idx + 1 >= total
             output, stepped = self._step(batch, batch_idx, last)
+            PROGRESS.step("train")
             batch_idx += 1
             p.batches_in_epoch = batch_idx
             p.total_batches += 1

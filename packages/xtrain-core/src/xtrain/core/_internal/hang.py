@@ -1,0 +1,111 @@
+"""Hang detection: when a rank stops making progress, decided in its watchdog thread from the progress signal.
+
+Every half second the watchdog thread samples :data:`~xtrain.core._internal.progress_signal.PROGRESS` and keeps
+the clock of its last change, so the step path never reads a clock. A rank is hung when it made no progress for
+``hang_timeout`` seconds (the first step of each kind of loop, which compiles and warms up dataloaders, gets
+:data:`FIRST_STEP_FACTOR` times as long) and:
+
+* it is not waiting for the other ranks (it is in user code, data loading, a file read...): it is the culprit; or
+* it waits in a collective and no rank at all made progress for as long. Progress of any rank is one counter on
+  the store, bumped at most once per interval per rank, so a rank waiting in a barrier while rank 0 writes a
+  slow checkpoint is not a hang. While any rank runs under its first-step allowance, waiting ranks allow as much.
+
+The report (stacks, the summary) is :mod:`xtrain.core._internal.hang_report`; the protocol that makes every rank
+take part and exit is in :mod:`xtrain.core._internal.watchdog`.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from typing import Any
+
+from xtrain.core._internal.hang_report import main_thread_state
+from xtrain.core._internal.progress_signal import PROGRESS, ProgressSignal
+from xtrain.core.errors import ConfigError
+
+__all__ = ["DEFAULT_HANG_TIMEOUT", "FIRST_STEP_FACTOR", "HangMonitor", "parse_hang_timeout"]
+
+DEFAULT_HANG_TIMEOUT = 900.0
+FIRST_STEP_FACTOR = 4.0
+_PROGRESS_KEY = "progress"
+_COLD_KEY = "cold"
+
+
+def parse_hang_timeout(value: Any) -> float | None:
+    """Seconds from a Trainer/Engine ``hang_timeout`` (a number, a timedelta, or ``None`` to turn detection off)."""
+    if value is None:
+        return None
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) \
+            or seconds <= 0:
+        raise ConfigError("hang_timeout", value, "must be a positive number of seconds, a timedelta, or None.",
+                          fix=f"write hang_timeout={DEFAULT_HANG_TIMEOUT:.0f} (15 minutes, the default), or "
+                              f"hang_timeout=None to turn hang detection off.")
+    return float(seconds)
+
+
+class HangMonitor:
+    """The per-rank state of hang detection; :meth:`poll` runs in the watchdog thread every interval.
+
+    Args:
+        store: The watchdog's store (shared by all ranks of the run).
+        timeout: ``hang_timeout`` in seconds.
+        thread_id: The thread that trains (the one that started the watchdog).
+        signal: The progress signal (the process's own by default).
+    """
+
+    def __init__(self, store: Any, *, timeout: float, thread_id: int, now: float,
+                 signal: ProgressSignal = PROGRESS) -> None:
+        self.store = store
+        self.timeout = timeout
+        self.first_step = FIRST_STEP_FACTOR * timeout
+        self.thread_id = thread_id
+        self.signal = signal
+        self.last_count, self.last_change = signal.count, now
+        self.last_steps = signal.steps
+        self.global_value, self.global_change = -1, now
+        self.seen: set[str] = set()
+        self.cold = False
+
+    def stalled_for(self, now: float) -> float:
+        return now - self.last_change
+
+    def poll(self, now: float) -> str | None:
+        """Sample the signal; returns why this rank counts as hung, or ``None``."""
+        s = self.signal
+        count, steps, phase = s.count, s.steps, s.phase
+        if steps != self.last_steps:
+            self.last_steps = steps
+            self.seen.add(s.stepped)
+        changed = count != self.last_count
+        if changed:
+            self.last_count, self.last_change = count, now
+        cold = phase not in self.seen
+        if cold != self.cold:
+            self.cold = cold
+            self.store.add(_COLD_KEY, 1 if cold else -1)
+        value = int(self.store.add(_PROGRESS_KEY, 1 if changed else 0))
+        if value != self.global_value:
+            self.global_value, self.global_change = value, now
+        limit = self.first_step if cold else self.timeout
+        stalled = now - self.last_change
+        if stalled <= limit:
+            return None
+        waiting = main_thread_state(self.thread_id, s).waiting
+        if waiting is None:
+            return f"rank made no progress for {stalled:.1f} s (limit {limit:g} s)"
+        others_cold = int(self.store.add(_COLD_KEY, 0)) > 0
+        global_limit = self.first_step if others_cold else self.timeout
+        if now - self.global_change <= global_limit:
+            return None  # waiting for a rank that still makes progress (a slow save, a long rank-0 task)
+        return f"no rank made progress for {now - self.global_change:.1f} s (limit {global_limit:g} s)"
+
+    def close(self) -> None:
+        """Leave the run's count of ranks under their first-step allowance (best effort)."""
+        if self.cold:
+            self.cold = False
+            try:
+                self.store.add(_COLD_KEY, -1)
+            except Exception:  # noqa: BLE001 - the store may already be gone at shutdown
+                pass
