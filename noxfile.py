@@ -21,6 +21,8 @@ XLA = str(ROOT / "tools" / "constraints" / "xla.txt")
 HOROVOD = str(ROOT / "tools" / "constraints" / "horovod.txt")
 PACKAGES = sorted(p.parent.name for p in (ROOT / "packages").glob("*/pyproject.toml"))
 MEMBERS = [p for p in PACKAGES if p != "xtrain"]
+# The extras the tests and the type check install: the optional integrations are tested against the real libraries.
+INTEGRATIONS = ("cli", "test", "tensorboard", "tuner", "onnx")
 
 
 def _editable(*extras: str) -> list[str]:
@@ -48,16 +50,15 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def types(session: nox.Session) -> None:
-    """mypy --strict on every package's src/."""
-    session.install("-c", TORCH, "mypy>=1.10", "torch==2.13.0", *_editable("cli", "test"))
+    """mypy --strict on every package's src/, with every optional integration installed (their types are checked)."""
+    session.install("-c", TORCH, "mypy>=1.10", "torch==2.13.0", *_editable(*INTEGRATIONS))
     session.run("mypy", *[f"packages/{name}/src/xtrain" for name in MEMBERS])
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
     """Each package's unit tests, then tests_integration/ (multi-process tests included, each bounded)."""
-    session.install("-c", TORCH, "torch==2.13.0", *_editable("cli", "test", "tensorboard", "tuner", "onnx"),
-                    "pytest-timeout",
+    session.install("-c", TORCH, "torch==2.13.0", *_editable(*INTEGRATIONS), "pytest-timeout",
                     "scikit-learn", "griffe>=1.0")
     session.run("pytest", *session.posargs)
 
