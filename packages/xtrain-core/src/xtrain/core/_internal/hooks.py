@@ -7,9 +7,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from xtrain.core.callbacks.callback import Callback
+from xtrain.core.datamodule import DataModule
 from xtrain.core.module import TrainModule
 
 __all__ = ["HookDispatcher"]
+
+_DATAMODULE_HOOKS = frozenset({"on_save_checkpoint", "on_load_checkpoint"})
 
 
 def _overrides(obj: object, base: type, name: str) -> bool:
@@ -39,6 +42,9 @@ class HookDispatcher:
                                              for cb in first]
             if _overrides(self._module, TrainModule, name):
                 fns.append(getattr(self._module, name))
+            datamodule = getattr(self._trainer, "datamodule", None)
+            if name in _DATAMODULE_HOOKS and datamodule is not None and _overrides(datamodule, DataModule, name):
+                fns.append(getattr(datamodule, name))
             fns += [functools.partial(getattr(cb, name), self._trainer, self._module) for cb in last]
             cached = self._cache[name] = tuple(fns)
         return cached
