@@ -255,17 +255,26 @@ class Trainer:
         self._attach(model, datamodule, train=train_dataloaders, val=val_dataloaders)
         self._launch("fit", ckpt_path)
 
-    def validate(self, model: TrainModule | None = None, dataloaders: Any = None, *,
-                 datamodule: DataModule | None = None, ckpt_path: str | Path | None = None) -> list[dict[str, float]]:
-        """Run validation once; returns the logged epoch metrics."""
+    def validate(self, model: TrainModule | None = None, dataloaders: Any = None, ckpt_path: str | Path | None = None,
+                 verbose: bool = True, datamodule: DataModule | None = None) -> list[dict[str, float]]:
+        """Run validation once; returns the logged epoch metrics (``verbose``: print them as a table on rank 0)."""
         self._attach(model or self.module, datamodule, val=dataloaders)
-        return self._launch("validate", ckpt_path)  # type: ignore[no-any-return]
+        return self._evaluate("validate", ckpt_path, verbose)
 
-    def test(self, model: TrainModule | None = None, dataloaders: Any = None, *, datamodule: DataModule | None = None,
-             ckpt_path: str | Path | None = None) -> list[dict[str, float]]:
-        """Run the test set once; returns the logged epoch metrics."""
+    def test(self, model: TrainModule | None = None, dataloaders: Any = None, ckpt_path: str | Path | None = None,
+             verbose: bool = True, datamodule: DataModule | None = None) -> list[dict[str, float]]:
+        """Run the test set once; returns the logged epoch metrics (``verbose``: print them as a table on rank 0)."""
         self._attach(model or self.module, datamodule, test=dataloaders)
-        return self._launch("test", ckpt_path)  # type: ignore[no-any-return]
+        return self._evaluate("test", ckpt_path, verbose)
+
+    def _evaluate(self, stage: Literal["validate", "test"], ckpt_path: str | Path | None,
+                  verbose: bool) -> list[dict[str, float]]:
+        results: list[dict[str, float]] = self._launch(stage, ckpt_path)
+        if verbose and self.is_global_zero:
+            from xtrain.core._internal.results_table import print_results
+
+            print_results(results, stage)
+        return results
 
     def predict(self, model: TrainModule | None = None, dataloaders: Any = None, *,
                 datamodule: DataModule | None = None, ckpt_path: str | Path | None = None) -> list[Any]:
@@ -289,6 +298,9 @@ class Trainer:
     # -- launching ---------------------------------------------------------------------------------------------
     def _attach(self, model: Any, datamodule: DataModule | None, **loaders: Any) -> None:
         model = unwrap_compiled(model)
+        for key, value in loaders.items():  # fit(model, datamodule): a DataModule in the dataloaders' place
+            if isinstance(value, DataModule) and datamodule is None:
+                datamodule, loaders[key] = value, None
         if not isinstance(model, TrainModule):
             raise ConfigError("model", type(model).__name__, "is not a TrainModule.",
                               fix="subclass xtrain.core.TrainModule and pass an instance.")

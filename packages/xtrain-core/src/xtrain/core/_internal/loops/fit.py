@@ -17,6 +17,7 @@ from xtrain.core._internal.data import resumable_sampler
 from xtrain.core._internal.loops.evaluation import prepare_batch
 from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.core._internal.sampler import SeededBatchSampler
+from xtrain.core._internal.step_signature import step_args
 from xtrain.core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ class FitLoop:
     def __init__(self, trainer: Trainer) -> None:
         self.trainer = trainer
         self._deadline = math.inf
+        self._step_args = step_args(trainer.module.training_step)
 
     def done(self) -> bool:
         t = self.trainer
@@ -152,10 +154,15 @@ class FitLoop:
         t = self.trainer
         strategy = t.strategy
         if not t.module.automatic_optimization:
-            output = strategy.run_step("training_step", batch, batch_idx)
-            t._progress.global_step += 1
-            t._after_optimizer_step()
-            return output, True
+            # As in Lightning, global_step counts the optimizer steps training_step took (two optimizers: two).
+            optimizers = t._strategy_optimizers()
+            before = sum(opt.steps for opt in optimizers)
+            output = strategy.run_step("training_step", *self._step_args(batch, batch_idx, 0))
+            steps = sum(opt.steps for opt in optimizers) - before
+            t._progress.global_step += steps
+            if steps:
+                t._after_optimizer_step(stepped=False)
+            return output, steps > 0
         accumulate = t.accumulate_grad_batches
         accumulating = accumulate > 1 and (batch_idx + 1) % accumulate != 0 and not last
         if accumulate > 1 and not strategy.handles_gradient_accumulation:
@@ -184,7 +191,7 @@ class FitLoop:
 
     def _forward_backward(self, batch: Any, batch_idx: int, accumulate: int) -> tuple[Any, torch.Tensor | None]:
         t = self.trainer
-        output = t.strategy.run_step("training_step", batch, batch_idx)
+        output = t.strategy.run_step("training_step", *self._step_args(batch, batch_idx, 0))
         loss = _loss_of(output)
         if loss is None:
             return output, None
@@ -207,7 +214,8 @@ class FitLoop:
         t._flush_epoch_end_logs()
         if not completed:
             return
-        t._step_schedulers("epoch")
+        if t.module.automatic_optimization:  # under manual optimization training_step steps its schedulers
+            t._step_schedulers("epoch")
         p.epoch += 1
         p.batches_in_epoch = 0
         t._check_preemption()

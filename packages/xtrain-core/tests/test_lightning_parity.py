@@ -1,0 +1,242 @@
+"""Behaviours that scripts written for Lightning 2.x rely on, under xtrain's names (issue 18)."""
+
+from __future__ import annotations
+
+from argparse import Namespace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from xtrain.core import CheckpointError, ConfigError, DataModule, Trainer, TrainModule
+from xtrain.core.testing import TinyClassifier, TinyData, tiny_dataset, tiny_loaders
+
+
+def quiet(**kwargs: Any) -> Trainer:
+    defaults: dict[str, Any] = {"enable_progress_bar": False, "enable_model_summary": False, "logger": False,
+                                "enable_checkpointing": False}
+    return Trainer(**{**defaults, **kwargs})
+
+
+# -- (a) load_from_checkpoint -------------------------------------------------------------------------------------
+class Wide(TinyClassifier):
+    def __init__(self, hidden: int = 32, lr: float = 0.1, backbone: torch.nn.Module | None = None) -> None:
+        super().__init__(lr=lr)
+        self.save_hyperparameters(ignore=["backbone"])
+        self.net = torch.nn.Sequential(torch.nn.Linear(16, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 4))
+        self.backbone = backbone
+
+
+def test_load_from_checkpoint_rebuilds_from_hparams(tmp_path: Path) -> None:
+    module = Wide(hidden=12, lr=0.05)
+    trainer = quiet(max_steps=3)
+    dm = TinyData(batch_size=8)
+    trainer.fit(module, datamodule=dm)
+    trainer.save_checkpoint(tmp_path / "w.ckpt")
+    loaded = Wide.load_from_checkpoint(tmp_path / "w.ckpt", map_location="cpu")
+    assert loaded.hparams.hidden == 12 and loaded.hparams.lr == 0.05 and "backbone" not in loaded.hparams
+    for a, b in zip(module.state_dict().values(), loaded.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    overridden = Wide.load_from_checkpoint(str(tmp_path / "w.ckpt"), lr=0.5)
+    assert overridden.hparams.lr == 0.5 and overridden.hparams.hidden == 12
+    with pytest.raises(CheckpointError, match="strict=False"):
+        Wide.load_from_checkpoint(tmp_path / "w.ckpt", hidden=7)
+    dm2 = TinyData.load_from_checkpoint(tmp_path / "w.ckpt")
+    assert dm2.batch_size == 8
+    ckpt = torch.load(tmp_path / "w.ckpt", weights_only=True)
+    assert ckpt["global_step"] == 3 and ckpt["epoch"] == 0
+
+
+def test_load_from_checkpoint_strict_false_warns(tmp_path: Path) -> None:
+    class Extra(Wide):
+        def __init__(self, hidden: int = 32, lr: float = 0.1) -> None:
+            super().__init__(hidden=hidden, lr=lr)
+            self.head = torch.nn.Linear(4, 2)
+
+    module = Wide(hidden=8)
+    trainer = quiet(max_steps=1)
+    trainer.fit(module, tiny_loaders()[0])
+    trainer.save_checkpoint(tmp_path / "w.ckpt")
+    with pytest.warns(UserWarning, match="missing keys"):
+        loaded = Extra.load_from_checkpoint(tmp_path / "w.ckpt", strict=False)
+    assert loaded.hparams.hidden == 8
+
+
+# -- (b) save_hyperparameters forms ---------------------------------------------------------------------------------
+class FromDict(TinyClassifier):
+    def __init__(self, config: dict[str, Any]) -> None:
+        super().__init__()
+        self.save_hyperparameters(config)
+        self.net = torch.nn.Linear(16, self.hparams.num_classes)
+
+
+class FromNamespace(TinyClassifier):
+    def __init__(self, args: Namespace) -> None:
+        super().__init__()
+        self.save_hyperparameters(args)
+        self.net = torch.nn.Linear(16, args.num_classes)
+
+
+class Named(TrainModule):
+    def __init__(self, a: int, b: int = 2, c: str = "x") -> None:
+        super().__init__()
+        self.save_hyperparameters("a", "c")
+
+
+def test_save_hyperparameters_forms(tmp_path: Path) -> None:
+    module = FromDict({"num_classes": 4, "lr": 0.2})
+    assert module.hparams.num_classes == 4 and module.hparams.lr == 0.2
+    assert dict(Named(1).hparams) == {"a": 1, "c": "x"}
+    ns = FromNamespace(Namespace(num_classes=4, lr=0.3))
+    assert ns.hparams.lr == 0.3
+    class Bad(TrainModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.save_hyperparameters(3)
+
+    with pytest.raises(ConfigError, match="save_hyperparameters"):
+        Bad()
+    for cls, module_ in ((FromDict, module), (FromNamespace, ns)):
+        trainer = quiet(max_steps=1)
+        trainer.fit(module_, tiny_loaders()[0])
+        trainer.save_checkpoint(tmp_path / f"{cls.__name__}.ckpt")
+        loaded = cls.load_from_checkpoint(tmp_path / f"{cls.__name__}.ckpt")
+        assert loaded.hparams.num_classes == 4 and loaded.hparams.lr == module_.hparams.lr
+
+
+# -- (c) step methods without batch_idx -----------------------------------------------------------------------------
+class NoIdx(TinyClassifier):
+    def training_step(self, batch: Any) -> torch.Tensor:  # type: ignore[override]
+        return super().training_step(batch, 0)
+
+    def validation_step(self, batch: Any) -> None:  # type: ignore[override]
+        super().validation_step(batch, 0)
+
+    def test_step(self, batch: Any) -> None:  # type: ignore[override]
+        super().test_step(batch, 0)
+
+    def predict_step(self, batch: Any) -> Any:  # type: ignore[override]
+        return self(batch[0])
+
+
+def test_steps_without_batch_idx() -> None:
+    train, val = tiny_loaders()
+    trainer = quiet(max_steps=4, limit_val_batches=2)
+    module = NoIdx()
+    trainer.fit(module, train, val)
+    assert trainer.global_step == 4
+    (metrics,) = trainer.test(module, val, verbose=False)
+    assert "test_loss" in metrics
+    assert len(trainer.predict(module, val)) == len(val)
+
+
+def test_several_loaders_pass_dataloader_idx_only_when_taken() -> None:
+    seen: list[tuple[int, int]] = []
+
+    class Multi(TinyClassifier):
+        def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+            seen.append((batch_idx, dataloader_idx))
+
+    _, val = tiny_loaders()
+    quiet().validate(Multi(), [val, val], verbose=False)
+    assert {d for _, d in seen} == {0, 1}
+
+
+# -- (d) fit(model, datamodule) positional -------------------------------------------------------------------------
+def test_fit_with_positional_datamodule() -> None:
+    trainer = quiet(max_steps=2)
+    dm = TinyData()
+    trainer.fit(TinyClassifier(), dm)
+    assert trainer.datamodule is dm and trainer.global_step == 2
+    (metrics,) = trainer.validate(TinyClassifier(), dm, verbose=False)
+    assert "val_loss" in metrics
+    with pytest.raises(ConfigError, match="together"):
+        quiet().fit(TinyClassifier(), dm, datamodule=TinyData())
+
+
+# -- (e) module services --------------------------------------------------------------------------------------------
+def test_module_services() -> None:
+    module = TinyClassifier()
+    assert module.dtype == torch.float32 and module.loggers == [] and module.logger is None
+    assert module.local_rank == 0 and module.current_epoch == 0
+    data = {"x": torch.ones(2)}
+    assert module.all_gather(data) is data
+    module.freeze()
+    assert not module.training and not any(p.requires_grad for p in module.parameters())
+    module.unfreeze()
+    assert module.training and all(p.requires_grad for p in module.parameters())
+    first = torch.optim.SGD(module.net[0].parameters(), lr=0.1)
+    module.net[3].weight.requires_grad = False
+    module.toggle_optimizer(first)
+    assert all(p.requires_grad for p in module.net[0].parameters())
+    assert not module.net[3].bias.requires_grad
+    module.untoggle_optimizer(first)
+    assert module.net[3].bias.requires_grad and not module.net[3].weight.requires_grad
+
+
+def test_module_logger_properties(tmp_path: Path) -> None:
+    module = TinyClassifier()
+    trainer = quiet(max_steps=1, logger=True, default_root_dir=tmp_path)
+    trainer.fit(module, tiny_loaders()[0])
+    assert module.logger is trainer.logger and module.loggers == trainer.loggers
+
+
+# -- (f) manual optimization with two optimizers --------------------------------------------------------------------
+class TwoOptimizers(TinyClassifier):
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        first, second = self.optimizers()
+        x, y = batch
+        for opt in (first, second):
+            self.toggle_optimizer(opt)
+            loss = torch.nn.functional.cross_entropy(self(x), y)
+            opt.zero_grad()
+            self.manual_backward(loss)
+            opt.step()
+            self.untoggle_optimizer(opt)
+
+    def configure_optimizers(self) -> Any:
+        return [torch.optim.SGD(self.net[0].parameters(), lr=0.1), torch.optim.SGD(self.net[3].parameters(), lr=0.1)]
+
+
+def test_manual_global_step_counts_optimizer_steps() -> None:
+    trainer = quiet(max_epochs=1, limit_train_batches=6)
+    trainer.fit(TwoOptimizers(), tiny_loaders()[0])
+    assert trainer.global_step == 12
+    trainer = quiet(max_steps=6)
+    trainer.fit(TwoOptimizers(), tiny_loaders()[0])
+    assert trainer.global_step == 6
+
+
+def test_datamodule_checkpoint_hooks(tmp_path: Path) -> None:
+    class Stateful(TinyData):
+        def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+            checkpoint["dm_extra"] = 7
+
+        def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+            self.extra = checkpoint["dm_extra"]
+
+    trainer = quiet(max_steps=1)
+    trainer.fit(TinyClassifier(), datamodule=Stateful())
+    trainer.save_checkpoint(tmp_path / "d.ckpt")
+    assert Stateful.load_from_checkpoint(tmp_path / "d.ckpt").extra == 7
+    dm = Stateful()
+    quiet(max_steps=2).fit(TinyClassifier(), datamodule=dm, ckpt_path=tmp_path / "d.ckpt")
+    assert dm.extra == 7
+
+
+def test_predict_dataloader_without_labels() -> None:
+    loader = DataLoader(tiny_dataset(16).tensors[0], batch_size=8)
+
+    class Plain(TinyClassifier):
+        def predict_step(self, batch: Any) -> Any:  # type: ignore[override]
+            return self(batch)
+
+    out = quiet().predict(Plain(), loader)
+    assert len(out) == 2 and out[0].shape == (8, 4)
+    assert isinstance(DataModule(), DataModule)
