@@ -240,3 +240,100 @@ def test_predict_dataloader_without_labels() -> None:
     out = quiet().predict(Plain(), loader)
     assert len(out) == 2 and out[0].shape == (8, 4)
     assert isinstance(DataModule(), DataModule)
+
+
+# -- (g) override hooks ---------------------------------------------------------------------------------------------
+class Hooked(TinyClassifier):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def configure_model(self) -> None:
+        self.calls.append("configure_model")
+        if not hasattr(self, "extra"):
+            self.extra = torch.nn.Linear(2, 2)
+
+    def optimizer_step(self, epoch: int, batch_idx: int, optimizer: Any, optimizer_closure: Any = None) -> None:
+        self.calls.append(f"optimizer_step:{batch_idx}")
+        if batch_idx % 2 == 0:
+            optimizer.step(closure=optimizer_closure)
+        else:
+            optimizer_closure()
+
+    def optimizer_zero_grad(self, epoch: int, batch_idx: int, optimizer: Any) -> None:
+        self.calls.append("zero_grad")
+        optimizer.zero_grad()
+
+    def configure_gradient_clipping(self, optimizer: Any, gradient_clip_val: float | None = None,
+                                    gradient_clip_algorithm: Any = None) -> None:
+        self.calls.append(f"clip:{gradient_clip_val}")
+
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        x, y = batch
+        return x * 0 + 1, y
+
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+        self.calls.append("transfer")
+        return [t.to(device) for t in batch]
+
+    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        x, y = batch
+        assert bool((x == 1).all())
+        return x * 2, y
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        assert bool((batch[0] == 2).all())
+        return super().training_step(batch, batch_idx)
+
+    def on_validation_model_eval(self) -> None:
+        self.calls.append("model_eval")
+        self.eval()
+
+    def on_validation_model_train(self) -> None:
+        self.calls.append("model_train")
+        self.train()
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": torch.optim.lr_scheduler.StepLR(
+            optimizer, step_size=1), "interval": "step"}}
+
+    def lr_scheduler_step(self, scheduler: Any, metric: Any) -> None:
+        self.calls.append("lr_scheduler_step")
+        scheduler.step()
+
+
+def test_override_hooks_replace_the_trainers_actions() -> None:
+    module = Hooked()
+    train, val = tiny_loaders()
+    trainer = quiet(max_epochs=1, limit_train_batches=4, limit_val_batches=1, num_sanity_val_steps=0,
+                    gradient_clip_val=0.5)
+    trainer.fit(module, train, val)
+    assert module.calls[0] == "configure_model" and hasattr(module, "extra")
+    steps = [c for c in module.calls if c.startswith("optimizer_step")]
+    assert steps == [f"optimizer_step:{i}" for i in range(4)]
+    assert trainer.global_step == 2  # the override skipped the step on odd batches
+    assert module.calls.count("zero_grad") == 2 and module.calls.count("clip:0.5") == 4
+    assert module.calls.count("lr_scheduler_step") == 2
+    assert "model_eval" in module.calls and "model_train" in module.calls
+    assert module.calls.count("transfer") == 5  # 4 training batches and 1 validation batch
+
+
+def test_callback_checkpoint_hooks(tmp_path: Path) -> None:
+    from xtrain.core import Callback
+
+    class Saver(Callback):
+        loaded: Any = None
+
+        def on_save_checkpoint(self, trainer: Trainer, module: TrainModule, checkpoint: dict[str, Any]) -> None:
+            checkpoint["saver"] = {"n": 3}
+
+        def on_load_checkpoint(self, trainer: Trainer, module: TrainModule, checkpoint: dict[str, Any]) -> None:
+            self.loaded = checkpoint["saver"]
+
+    trainer = quiet(max_steps=1, callbacks=[Saver()])
+    trainer.fit(TinyClassifier(), tiny_loaders()[0])
+    trainer.save_checkpoint(tmp_path / "c.ckpt")
+    saver = Saver()
+    quiet(max_steps=2, callbacks=[saver]).fit(TinyClassifier(), tiny_loaders()[0], ckpt_path=tmp_path / "c.ckpt")
+    assert saver.loaded == {"n": 3}

@@ -25,6 +25,7 @@ from xtrain.core._internal.checkpointing import (
 from xtrain.core._internal.compiled import unwrap_compiled
 from xtrain.core._internal.data import batch_limit, prepare_dataloader, resumable_sampler
 from xtrain.core._internal.hang import DEFAULT_HANG_TIMEOUT, parse_hang_timeout
+from xtrain.core._internal.hook_overrides import step_scheduler
 from xtrain.core._internal.hooks import HookDispatcher
 from xtrain.core._internal.loops.evaluation import run_evaluation, run_predict
 from xtrain.core._internal.loops.fit import FitLoop
@@ -529,9 +530,9 @@ class Trainer:
                     raise ConfigError("monitor", config.monitor, "was never logged, so ReduceLROnPlateau cannot use it.",
                                       choices=sorted(self.callback_metrics),
                                       fix=f"log it with self.log({config.monitor!r}, value).")
-                config.scheduler.step(float(metric))
+                step_scheduler(self.module, config.scheduler, float(metric))
             else:
-                config.scheduler.step()
+                step_scheduler(self.module, config.scheduler, None)
 
     def _log_epoch_metrics(self, *, log: bool = True) -> dict[str, float]:
         values = self._metrics.end_epoch()

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from xtrain.core._internal.model_setup import mark_configured
 from xtrain.core.defaults.torch_io import read_checkpoint_file
 from xtrain.core.errors import CheckpointError
 
@@ -70,6 +71,8 @@ def load_module(cls: type[_T], path: str | Path, *, map_location: Any, strict: b
         raise CheckpointError(f"checkpoint {str(path)!r} has no 'state_dict' entry, so it holds no module weights.")
     module = _construct(cls, _init_kwargs(cls, checkpoint, "", overrides), path)
     assert isinstance(module, torch.nn.Module)
+    module.configure_model()  # type: ignore[operator]
+    mark_configured(module)
     module.on_load_checkpoint(checkpoint)  # type: ignore[operator]
     try:
         result = module.load_state_dict(state, strict=strict is not False)

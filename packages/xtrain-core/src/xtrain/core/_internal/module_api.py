@@ -158,9 +158,6 @@ class ModuleApiMixin(nn.Module):
             self.untoggle_optimizer(optimizer)
 
     # -- override hooks (the Trainer calls them only when a subclass overrides them) -------------------------------
-    def configure_model(self) -> None:
-        """Create layers here (rather than in ``__init__``) to build them inside the strategy's init context."""
-
     def optimizer_step(self, epoch: int, batch_idx: int, optimizer: Any,
                        optimizer_closure: Callable[[], Any] | None = None) -> None:
         """Step ``optimizer``; the closure runs ``training_step`` and the backward pass and must be called once."""

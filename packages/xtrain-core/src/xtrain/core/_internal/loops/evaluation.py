@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
+from xtrain.core._internal.hook_overrides import batch_preparer, enter_eval, leave_eval
 from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.core._internal.step_signature import step_args
 
@@ -41,7 +42,8 @@ def run_evaluation(trainer: Trainer, stage: EvalStage, loaders: list[Any], limit
     strategy = trainer.strategy
     hooks = trainer._hooks
     was_training = module.training
-    module.eval()
+    enter_eval(module, prefix)
+    prepare = batch_preparer(trainer)
     trainer._metrics.begin(stage)
     PROGRESS.begin(stage)
     make_args = step_args(getattr(module, step_name), several_loaders=len(loaders) > 1)
@@ -54,7 +56,7 @@ def run_evaluation(trainer: Trainer, stage: EvalStage, loaders: list[Any], limit
             for batch_idx, batch in enumerate(loader):
                 if batch_idx >= limit:
                     break
-                batch = prepare_batch(strategy, batch)
+                batch = prepare(batch, dl_idx)
                 trainer._metrics.batch = batch
                 for fn in on_start:
                     fn(batch, batch_idx, dl_idx)
@@ -68,7 +70,7 @@ def run_evaluation(trainer: Trainer, stage: EvalStage, loaders: list[Any], limit
     results.update(trainer._flush_epoch_end_logs(log=stage != "sanity_check"))
     hooks.call(f"on_{prefix}_end")
     if was_training:
-        module.train()
+        leave_eval(module, prefix)
     trainer._metrics.switch("train")
     return results
 
@@ -78,7 +80,8 @@ def run_predict(trainer: Trainer, loaders: list[Any], limits: list[float]) -> li
     module = trainer.module
     strategy = trainer.strategy
     hooks = trainer._hooks
-    module.eval()
+    enter_eval(module, "predict")
+    prepare = batch_preparer(trainer)
     PROGRESS.begin("predict")
     make_args = step_args(module.predict_step, several_loaders=len(loaders) > 1)
     hooks.call("on_predict_start")
@@ -90,7 +93,7 @@ def run_predict(trainer: Trainer, loaders: list[Any], limits: list[float]) -> li
             for batch_idx, batch in enumerate(loader):
                 if batch_idx >= limit:
                     break
-                batch = prepare_batch(strategy, batch)
+                batch = prepare(batch, dl_idx)
                 hooks.call("on_predict_batch_start", batch, batch_idx, dl_idx)
                 prediction = strategy.run_step("predict_step", *make_args(batch, batch_idx, dl_idx))
                 PROGRESS.step("predict")

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from xtrain.core._internal.data import resumable_sampler
-from xtrain.core._internal.loops.evaluation import prepare_batch
+from xtrain.core._internal.hook_overrides import batch_preparer, module_overrides
+from xtrain.core._internal.loops.hooked_step import STEP_HOOKS, hooked_optimizer_step
 from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.core._internal.sampler import SeededBatchSampler
 from xtrain.core._internal.step_signature import step_args
@@ -43,6 +44,8 @@ class FitLoop:
         self.trainer = trainer
         self._deadline = math.inf
         self._step_args = step_args(trainer.module.training_step)
+        self._prepare = batch_preparer(trainer)
+        self._hooked_step = any(module_overrides(trainer.module, name) for name in STEP_HOOKS)
 
     def done(self) -> bool:
         t = self.trainer
@@ -115,7 +118,6 @@ class FitLoop:
         """Run the epoch's remaining batches; returns whether the epoch ran to its end."""
         t = self.trainer
         p = t._progress
-        strategy = t.strategy
         on_start = t._hooks.get("on_train_batch_start")
         on_end = t._hooks.get("on_train_batch_end")
         save_point = t._hooks.get("on_save_point")
@@ -125,7 +127,7 @@ class FitLoop:
                 batch = next(data)
             except StopIteration:
                 break
-            batch = prepare_batch(strategy, batch)
+            batch = self._prepare(batch, 0)
             t._metrics.batch = batch
             for fn in on_start:
                 fn(batch, batch_idx)
@@ -165,6 +167,8 @@ class FitLoop:
             return output, steps > 0
         accumulate = t.accumulate_grad_batches
         accumulating = accumulate > 1 and (batch_idx + 1) % accumulate != 0 and not last
+        if self._hooked_step and not accumulating:
+            return self._user_optimizer_step(batch, batch_idx)
         if accumulate > 1 and not strategy.handles_gradient_accumulation:
             with strategy.no_backward_sync(accumulating):
                 output, loss = self._forward_backward(batch, batch_idx, accumulate)
@@ -187,6 +191,16 @@ class FitLoop:
         optimizer.zero_grad(set_to_none=True)
         t._progress.global_step += 1
         t._after_optimizer_step(stepped)
+        return output, True
+
+    def _user_optimizer_step(self, batch: Any, batch_idx: int) -> tuple[Any, bool]:
+        t = self.trainer
+        accumulate = 1 if t.strategy.handles_gradient_accumulation else t.accumulate_grad_batches
+        output, steps = hooked_optimizer_step(t, self._forward_backward, batch, batch_idx, accumulate)
+        if not steps:
+            return output, False
+        t._progress.global_step += steps
+        t._after_optimizer_step(True)
         return output, True
 
     def _forward_backward(self, batch: Any, batch_idx: int, accumulate: int) -> tuple[Any, torch.Tensor | None]:
