@@ -59,22 +59,21 @@ def batch_preparer(trainer: Trainer) -> Callable[[Any, int], Any]:
     return prepare
 
 
+def _switch_mode(module: TrainModule, hook: str, training: bool) -> None:
+    if module_overrides(module, hook):
+        getattr(module, hook)()
+    else:
+        module.train(training)
+
+
 def enter_eval(module: TrainModule, stage: str) -> None:
     """Switch to eval mode for ``stage`` (``validation``, ``test``, ``predict``) via the module's hook if any."""
-    name = f"on_{stage}_model_eval"
-    if module_overrides(module, name):
-        getattr(module, name)()
-    else:
-        module.eval()
+    _switch_mode(module, f"on_{stage}_model_eval", False)
 
 
 def leave_eval(module: TrainModule, stage: str) -> None:
     """Switch back to train mode after ``stage`` (``validation`` or ``test``)."""
-    name = f"on_{stage}_model_train"
-    if module_overrides(module, name):
-        getattr(module, name)()
-    else:
-        module.train()
+    _switch_mode(module, f"on_{stage}_model_train", True)
 
 
 def step_scheduler(module: TrainModule, scheduler: Any, metric: float | None) -> None:
