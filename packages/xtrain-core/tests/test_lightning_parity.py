@@ -16,7 +16,8 @@ from xtrain.core.testing import TinyClassifier, TinyData, tiny_dataset, tiny_loa
 
 def quiet(**kwargs: Any) -> Trainer:
     defaults: dict[str, Any] = {"enable_progress_bar": False, "enable_model_summary": False, "logger": False,
-                                "enable_checkpointing": False}
+                                "enable_checkpointing": False, "limit_train_batches": 4, "limit_val_batches": 2,
+                                "num_sanity_val_steps": 0}
     return Trainer(**{**defaults, **kwargs})
 
 
@@ -337,3 +338,77 @@ def test_callback_checkpoint_hooks(tmp_path: Path) -> None:
     saver = Saver()
     quiet(max_steps=2, callbacks=[saver]).fit(TinyClassifier(), tiny_loaders()[0], ckpt_path=tmp_path / "c.ckpt")
     assert saver.loaded == {"n": 3}
+
+
+# -- (h) verbose results table, ckpt_path="best" from a new Trainer ------------------------------------------------
+def test_validate_verbose_prints_table(capsys: pytest.CaptureFixture[str]) -> None:
+    _, val = tiny_loaders()
+    quiet().validate(TinyClassifier(), val)
+    out = capsys.readouterr().out
+    assert "Validate metric" in out and "DataLoader 0" in out and "val_loss" in out
+    quiet().test(TinyClassifier(), val, verbose=False)
+    assert "test_loss" not in capsys.readouterr().out
+
+
+def test_best_checkpoint_found_by_a_new_trainer(tmp_path: Path) -> None:
+    from xtrain.core import ModelCheckpoint
+
+    def make() -> Trainer:
+        return quiet(max_epochs=3, default_root_dir=tmp_path, callbacks=[
+            ModelCheckpoint(tmp_path / "ckpts", monitor="val_loss", save_last=True)])
+
+    train, val = tiny_loaders()
+    first = make()
+    first.fit(TinyClassifier(), train, val)
+    best = first.checkpoint_callback.best_model_path  # type: ignore[union-attr]
+    fresh = make()
+    (metrics,) = fresh.test(TinyClassifier(), val, ckpt_path="best", verbose=False)
+    assert "test_loss" in metrics
+    from xtrain.core._internal.checkpointing import find_checkpoint
+
+    assert find_checkpoint(fresh, "best") == best
+
+
+# -- (i) ModelCheckpoint and EarlyStopping parameters ----------------------------------------------------------------
+def test_model_checkpoint_parameters(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from xtrain.core import ModelCheckpoint
+
+    def run() -> ModelCheckpoint:
+        ckpt = ModelCheckpoint(tmp_path, filename="{epoch}-{val_loss:.2f}", monitor="val_loss", save_top_k=-1,
+                               verbose=True, auto_insert_metric_name=False, save_last=True)
+        train, val = tiny_loaders()
+        quiet(max_epochs=2, callbacks=[ckpt], enable_checkpointing=True).fit(TinyClassifier(), train, val)
+        return ckpt
+
+    run()
+    names = sorted(p.name for p in tmp_path.glob("*.ckpt"))
+    assert len(names) == 3 and "last.ckpt" in names and all("=" not in n for n in names)
+    assert "saved" in capsys.readouterr().out
+    torch.manual_seed(0)
+    second = run()
+    names2 = sorted(p.name for p in tmp_path.glob("*.ckpt"))
+    assert "last-v1.ckpt" in names2 and second.last_model_path.endswith("last-v1.ckpt")
+    assert len(names2) >= 5  # the first run's files were not overwritten
+
+
+def test_model_checkpoint_saves_after_mid_epoch_validation(tmp_path: Path) -> None:
+    from xtrain.core import ModelCheckpoint
+
+    ckpt = ModelCheckpoint(tmp_path, monitor="val_loss", save_top_k=-1, save_on_train_epoch_end=False)
+    train, val = tiny_loaders()
+    quiet(max_epochs=1, val_check_interval=0.5, num_sanity_val_steps=0, callbacks=[ckpt]).fit(
+        TinyClassifier(), train, val)
+    assert len(list(tmp_path.glob("*.ckpt"))) == 2  # after each validation; the epoch end did not save again
+
+
+def test_early_stopping_parameters(capsys: pytest.CaptureFixture[str]) -> None:
+    from xtrain.core import EarlyStopping
+
+    stop = EarlyStopping("missing", strict=False, verbose=True)
+    train, val = tiny_loaders()
+    with pytest.warns(UserWarning, match="not stopping"):
+        quiet(max_epochs=2, callbacks=[stop]).fit(TinyClassifier(), train, val)
+    stop = EarlyStopping("val_loss", verbose=True, stopping_threshold=10.0)
+    trainer = quiet(max_epochs=5, callbacks=[stop])
+    trainer.fit(TinyClassifier(), train, val)
+    assert trainer.current_epoch == 1 and "stopping threshold" in capsys.readouterr().out

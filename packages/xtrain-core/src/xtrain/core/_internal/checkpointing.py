@@ -120,6 +120,10 @@ def find_checkpoint(trainer: Trainer, ckpt_path: str | Path) -> str:
     if ckpt_path == "best":
         best = next((cb.best_model_path for cb in trainer.checkpoint_callbacks if cb.best_model_path), None)
         if not best:
+            from xtrain.core._internal.best_checkpoint import best_from_last_checkpoint
+
+            best = best_from_last_checkpoint(trainer)
+        if not best:
             raise ConfigError("ckpt_path", ckpt_path, "there is no best checkpoint yet (no ModelCheckpoint with a "
                               "monitor has saved one in this Trainer).",
                               fix="fit with ModelCheckpoint(monitor=...) first, or pass a path.")

@@ -1,0 +1,33 @@
+"""``ckpt_path="best"`` in a new process: the best path recorded by ModelCheckpoint in the run's newest ``last``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from xtrain.core.errors import CheckpointError
+
+if TYPE_CHECKING:
+    from xtrain.core.trainer import Trainer
+
+__all__ = ["best_from_last_checkpoint"]
+
+
+def best_from_last_checkpoint(trainer: Trainer) -> str | None:
+    """The ``best_model_path`` saved in the newest ``last`` checkpoint file, when it still exists."""
+    from xtrain.core.defaults.torch_io import read_checkpoint_file
+
+    candidates = [Path(p) for cb in trainer.checkpoint_callbacks for p in cb.last_checkpoint_candidates(trainer)]
+    files = sorted((p for p in candidates if p.is_file()), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    keys = {cb.state_key for cb in trainer.checkpoint_callbacks}
+    for file in files:
+        try:
+            states = read_checkpoint_file(file).get("callbacks", {})
+        except CheckpointError:
+            continue
+        ordered = sorted(states.items(), key=lambda kv: kv[0] not in keys)
+        for key, state in ordered:
+            best = state.get("best_model_path") if key.startswith("ModelCheckpoint") else None
+            if best and Path(best).exists():
+                return str(best)
+    return None
