@@ -412,3 +412,78 @@ def test_early_stopping_parameters(capsys: pytest.CaptureFixture[str]) -> None:
     trainer = quiet(max_epochs=5, callbacks=[stop])
     trainer.fit(TinyClassifier(), train, val)
     assert trainer.current_epoch == 1 and "stopping threshold" in capsys.readouterr().out
+
+
+# -- (j) Trainer flags ----------------------------------------------------------------------------------------------
+def test_overfit_batches_uses_the_same_batches() -> None:
+    seen: list[torch.Tensor] = []
+
+    class Watch(TinyClassifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            seen.append(batch[1].clone())
+            return super().training_step(batch, batch_idx)
+
+    train, val = tiny_loaders()
+    trainer = Trainer(overfit_batches=2, max_epochs=2, logger=False, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(Watch(), train, val)
+    assert len(seen) == 4 and torch.equal(seen[0], seen[2]) and torch.equal(seen[1], seen[3])
+    assert trainer._val_limits == [2]
+
+
+def test_min_epochs_and_min_steps_hold_off_early_stopping() -> None:
+    from xtrain.core import EarlyStopping
+
+    train, val = tiny_loaders()
+    trainer = quiet(max_epochs=6, min_epochs=4, callbacks=[EarlyStopping("val_loss", stopping_threshold=100.0)])
+    trainer.fit(TinyClassifier(), train, val)
+    assert trainer.current_epoch == 4
+    trainer = quiet(max_epochs=6, min_steps=10, callbacks=[EarlyStopping("val_loss", stopping_threshold=100.0)])
+    trainer.fit(TinyClassifier(), train, val)
+    assert trainer.global_step == 10  # stopped as soon as min_steps was reached, mid-epoch
+
+
+def test_reload_dataloaders_every_n_epochs() -> None:
+    calls: list[int] = []
+
+    class Counting(TinyData):
+        def train_dataloader(self) -> DataLoader[Any]:
+            calls.append(1)
+            return super().train_dataloader()
+
+    quiet(max_epochs=4, reload_dataloaders_every_n_epochs=2).fit(TinyClassifier(), datamodule=Counting())
+    assert len(calls) == 2  # at the start and before epoch 2
+
+
+def test_barebones_benchmark_anomaly_and_time_interval(tmp_path: Path) -> None:
+    from xtrain.core import ModelCheckpoint
+
+    trainer = Trainer(barebones=True, max_steps=2, default_root_dir=tmp_path, benchmark=False, detect_anomaly=True)
+    assert not trainer.loggers and not trainer.checkpoint_callbacks and trainer.num_sanity_val_steps == 0
+    trainer.fit(TinyClassifier(), tiny_loaders()[0])
+    assert not list(tmp_path.rglob("*")) and torch.backends.cudnn.benchmark is False
+    with pytest.raises(ConfigError, match="barebones"):
+        Trainer(barebones=True, callbacks=[ModelCheckpoint()])
+    with pytest.raises(ConfigError, match="val_check_interval"):
+        Trainer(val_check_interval="soon")
+    validations: list[int] = []
+
+    class Count(TinyClassifier):
+        def on_validation_start(self) -> None:
+            validations.append(self.global_step)
+
+    quiet(max_epochs=1, limit_train_batches=3, val_check_interval="00:00:00:01").fit(Count(), *tiny_loaders())
+    assert validations == []  # three quick batches never reach one second
+    quiet(max_epochs=1, limit_train_batches=3, val_check_interval={"microseconds": 1}).fit(Count(), *tiny_loaders())
+    assert validations == [1, 2, 3]
+
+
+def test_sync_batchnorm_converts_under_several_processes_only() -> None:
+    from xtrain.core._internal.run_flags import sync_batchnorm
+    from xtrain.core._internal.trainer_args import RunFlags
+
+    net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
+    sync_batchnorm(RunFlags(sync_batchnorm=True), net, world_size=1)
+    assert isinstance(net[1], torch.nn.BatchNorm1d) and not isinstance(net[1], torch.nn.SyncBatchNorm)
+    sync_batchnorm(RunFlags(sync_batchnorm=True), net, world_size=2)
+    assert isinstance(net[1], torch.nn.SyncBatchNorm)

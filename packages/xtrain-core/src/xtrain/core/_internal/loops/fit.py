@@ -17,6 +17,7 @@ from xtrain.core._internal.data import resumable_sampler
 from xtrain.core._internal.hook_overrides import batch_preparer, module_overrides
 from xtrain.core._internal.loops.hooked_step import STEP_HOOKS, hooked_optimizer_step
 from xtrain.core._internal.progress_signal import PROGRESS
+from xtrain.core._internal.run_flags import min_reached, reload_due
 from xtrain.core._internal.sampler import SeededBatchSampler
 from xtrain.core._internal.step_signature import step_args
 from xtrain.core.errors import ConfigError
@@ -50,7 +51,8 @@ class FitLoop:
     def done(self) -> bool:
         t = self.trainer
         p = t._progress
-        return (t.should_stop or (t.max_steps != -1 and p.global_step >= t.max_steps)
+        stop = t.should_stop and (t._preemption.preempted or min_reached(t._flags, p.epoch, p.global_step))
+        return (stop or (t.max_steps != -1 and p.global_step >= t.max_steps)
                 or (t.max_epochs != -1 and p.epoch >= t.max_epochs) or time.monotonic() >= self._deadline)
 
     def run(self) -> None:
@@ -67,6 +69,8 @@ class FitLoop:
     def _epoch(self) -> None:
         t = self.trainer
         p = t._progress
+        if reload_due(t._flags, p.epoch) and p.batches_in_epoch == 0:
+            t._setup_dataloaders("fit")
         loader = t.train_dataloader
         sampler = resumable_sampler(loader)
         resumed = p.batches_in_epoch > 0
