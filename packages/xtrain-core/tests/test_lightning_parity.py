@@ -487,3 +487,71 @@ def test_sync_batchnorm_converts_under_several_processes_only() -> None:
     assert isinstance(net[1], torch.nn.BatchNorm1d) and not isinstance(net[1], torch.nn.SyncBatchNorm)
     sync_batchnorm(RunFlags(sync_batchnorm=True), net, world_size=2)
     assert isinstance(net[1], torch.nn.SyncBatchNorm)
+
+
+# -- (k) utilities --------------------------------------------------------------------------------------------------
+def test_rank_zero_utilities(capsys: pytest.CaptureFixture[str]) -> None:
+    from xtrain.core.rank_zero import rank_zero_info, rank_zero_only, rank_zero_warn
+
+    @rank_zero_only
+    def hello() -> str:
+        return "hi"
+
+    assert rank_zero_only.rank == 0 and hello() == "hi"
+    rank_zero_info("info line")
+    with pytest.warns(UserWarning, match="careful"):
+        rank_zero_warn("careful")
+    rank_zero_only.rank = 1
+    try:
+        assert hello() is None
+        rank_zero_info("hidden")
+    finally:
+        rank_zero_only.rank = 0
+    out = capsys.readouterr().out
+    assert "info line" in out and "hidden" not in out
+
+
+def test_seed_everything_defaults(restore_environment: None) -> None:
+    from xtrain.core import seed_everything
+
+    assert seed_everything(7, workers=True) == 7
+    assert seed_everything() == 7  # from XTRAIN_SEED
+    a = torch.rand(1)
+    seed_everything(7)
+    assert torch.equal(a, torch.rand(1))
+
+
+def test_xtrain_cli_from_a_script(tmp_path: Path) -> None:
+    from xtrain.core.cli import XtrainCLI
+
+    cli = XtrainCLI(TinyClassifier, TinyData, run=False, args=[
+        "--model.lr", "0.05", "--data.batch_size", "8", "--trainer.max_steps", "2", "--trainer.logger", "false",
+        "--trainer.enable_progress_bar", "false", f"--trainer.default_root_dir={tmp_path}"])
+    assert cli.model.hparams.lr == 0.05 and cli.datamodule.batch_size == 8 and cli.subcommand is None
+    cli.trainer.fit(cli.model, cli.datamodule)
+    assert cli.trainer.global_step == 2
+    cli = XtrainCLI(TinyClassifier, TinyData, trainer_defaults={"max_steps": 3, "logger": False,
+                                                                "enable_progress_bar": False,
+                                                                "default_root_dir": str(tmp_path)},
+                    args=["fit", "--model.lr", "0.2"])
+    assert cli.subcommand == "fit" and cli.trainer.global_step == 3 and cli.model.hparams.lr == 0.2
+
+
+def test_epoch_is_logged_and_failed_runs_leave_no_version_dir(tmp_path: Path) -> None:
+    import csv
+
+    from xtrain.core import CSVLogger
+
+    logger = CSVLogger(tmp_path)
+    quiet(max_epochs=2, logger=logger, log_every_n_steps=2).fit(TinyClassifier(), *tiny_loaders())
+    rows = list(csv.DictReader(logger.metrics_file.open()))
+    assert {r["epoch"] for r in rows} == {"0.0", "1.0"}
+
+    class Broken(TinyClassifier):
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            raise RuntimeError("broken before the first step")
+
+    failing = CSVLogger(tmp_path)
+    with pytest.raises(RuntimeError, match="broken"):
+        quiet(max_epochs=1, logger=failing, num_sanity_val_steps=1).fit(Broken(), *tiny_loaders())
+    assert sorted(p.name for p in (tmp_path / "xtrain_logs").iterdir()) == ["version_0"]

@@ -37,6 +37,7 @@ from xtrain.core._internal.preemption import Preemption
 from xtrain.core._internal.progress import FitProgress
 from xtrain.core._internal.resolve import resolve
 from xtrain.core._internal.rng import restore_rng_states
+from xtrain.core._internal.run_dirs import new_log_dirs, remove_log_dirs
 from xtrain.core._internal.run_flags import ValClock, anomaly_detection, apply_benchmark, sync_batchnorm, unshuffled
 from xtrain.core._internal.sampler import ResumableSampler
 from xtrain.core._internal.trainer_args import (
@@ -56,6 +57,7 @@ from xtrain.core.errors import ConfigError
 from xtrain.core.loggers.logger import Logger
 from xtrain.core.module import TrainModule
 from xtrain.core.precision import Precision
+from xtrain.core.rank_zero import rank_zero_only
 from xtrain.core.strategy import Strategy
 
 __all__ = ["Trainer"]
@@ -374,6 +376,8 @@ class Trainer:
         self.state = stage
         self.should_stop = False
         self.strategy.setup_environment()
+        rank_zero_only.rank = self.strategy.global_rank
+        self._new_log_dirs: list[Path] = []
         status = "success"
         try:
             self._setup(stage)
@@ -480,6 +484,8 @@ class Trainer:
     def _setup_loggers(self) -> None:
         for logger in self.loggers:
             logger._version = self.strategy.broadcast(logger.version)
+        if self.is_global_zero:
+            self._new_log_dirs = new_log_dirs(self.loggers)
         if self.state == "fit" and self.is_global_zero:
             params = {**self.module.hparams, **(self.datamodule.hparams if self.datamodule else {})}
             for logger in self.loggers:
@@ -514,6 +520,8 @@ class Trainer:
         if self.is_global_zero:
             for logger in self.loggers:
                 logger.finalize(status)
+            if status != "success" and stage == "fit" and self.global_step == 0:
+                remove_log_dirs(self._new_log_dirs)
         self.strategy.teardown()
         self._metrics.batch = None
 
@@ -550,7 +558,7 @@ class Trainer:
             metrics = self._metrics.step_metrics_for_logger()
             if metrics and self.is_global_zero:
                 for logger in self.loggers:
-                    logger.log_metrics(metrics, self.global_step)
+                    logger.log_metrics({"epoch": float(self.current_epoch), **metrics}, self.global_step)
 
     def _step_schedulers(self, interval: Literal["epoch", "step"]) -> None:
         if self._schedulers_resumed:
@@ -589,7 +597,7 @@ class Trainer:
     def _write_logs(self, values: dict[str, float], log: bool) -> None:
         if log and values and self.is_global_zero:
             for logger in self.loggers:
-                logger.log_metrics(values, self.global_step)
+                logger.log_metrics({"epoch": float(self.current_epoch), **values}, self.global_step)
 
     def _strategy_optimizers(self) -> list[StrategyOptimizer]:
         if [w.optimizer for w in self._wrapped_optimizers] != self.optimizers:
