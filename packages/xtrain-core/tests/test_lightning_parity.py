@@ -555,3 +555,17 @@ def test_epoch_is_logged_and_failed_runs_leave_no_version_dir(tmp_path: Path) ->
     with pytest.raises(RuntimeError, match="broken"):
         quiet(max_epochs=1, logger=failing, num_sanity_val_steps=1).fit(Broken(), *tiny_loaders())
     assert sorted(p.name for p in (tmp_path / "xtrain_logs").iterdir()) == ["version_0"]
+
+
+def test_save_hyperparameters_logger_false_keeps_them_from_the_loggers(tmp_path: Path) -> None:
+    from xtrain.core import CSVLogger
+
+    class Private(TinyClassifier):
+        def __init__(self, secret: int = 3) -> None:
+            super().__init__()
+            self.save_hyperparameters(logger=False)
+
+    logger = CSVLogger(tmp_path)
+    module = Private()
+    quiet(max_steps=1, logger=logger).fit(module, tiny_loaders()[0])
+    assert module.hparams.secret == 3 and not (logger.log_dir / "hparams.json").exists()

@@ -27,6 +27,7 @@ from xtrain.core._internal.data import batch_limit, prepare_dataloader, resumabl
 from xtrain.core._internal.hang import DEFAULT_HANG_TIMEOUT, parse_hang_timeout
 from xtrain.core._internal.hook_overrides import step_scheduler
 from xtrain.core._internal.hooks import HookDispatcher
+from xtrain.core._internal.hparams import loggable_hparams
 from xtrain.core._internal.loops.evaluation import run_evaluation, run_predict
 from xtrain.core._internal.loops.fit import FitLoop
 from xtrain.core._internal.metrics import MetricStore
@@ -487,8 +488,8 @@ class Trainer:
         if self.is_global_zero:
             self._new_log_dirs = new_log_dirs(self.loggers)
         if self.state == "fit" and self.is_global_zero:
-            params = {**self.module.hparams, **(self.datamodule.hparams if self.datamodule else {})}
-            for logger in self.loggers:
+            params = {**loggable_hparams(self.module), **loggable_hparams(self.datamodule)}
+            for logger in self.loggers if params else ():
                 logger.log_hyperparams(params)
 
     def _run_stage(self, stage: Stage) -> Any:

@@ -11,7 +11,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["AttributeDict", "HyperparametersMixin", "checkpoint_hparams", "checkpoint_safe", "collect_init_args"]
+__all__ = ["AttributeDict", "HyperparametersMixin", "checkpoint_hparams", "checkpoint_safe", "collect_init_args",
+           "loggable_hparams"]
 
 
 class AttributeDict(dict[str, Any]):
@@ -89,6 +90,13 @@ def checkpoint_hparams(owner: object, prefix: str = "") -> dict[str, Any]:
         entries[f"{prefix}hparams_name"] = meta[0]
     entries[f"{prefix}hparams_type"] = meta[1]
     return entries
+
+
+def loggable_hparams(owner: object | None) -> dict[str, Any]:
+    """The hyperparameters to send to the loggers (none after ``save_hyperparameters(logger=False)``)."""
+    if owner is None or not vars(owner).get("_log_hyperparams", True):
+        return {}
+    return dict(getattr(owner, "hparams", {}))
 
 
 class HyperparametersMixin:
