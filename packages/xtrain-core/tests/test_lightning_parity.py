@@ -569,3 +569,20 @@ def test_save_hyperparameters_logger_false_keeps_them_from_the_loggers(tmp_path:
     module = Private()
     quiet(max_steps=1, logger=logger).fit(module, tiny_loaders()[0])
     assert module.hparams.secret == 3 and not (logger.log_dir / "hparams.json").exists()
+
+
+def test_estimated_stepping_batches_inside_configure_optimizers() -> None:
+    seen: list[int | float] = []
+
+    class OneCycle(TinyClassifier):
+        def configure_optimizers(self) -> Any:
+            seen.append(self.trainer.estimated_stepping_batches)
+            optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+            scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=int(seen[-1]))
+            return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    dm = TinyData()
+    trainer = quiet(max_epochs=3, accumulate_grad_batches=2)
+    trainer.fit(OneCycle(), dm)
+    assert seen == [6] and trainer.global_step == 6 and dm.trainer is trainer
+    assert quiet(max_steps=5, max_epochs=-1).estimated_stepping_batches == 5

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from xtrain.core._internal.hparams import HyperparametersMixin
+
+if TYPE_CHECKING:
+    from xtrain.core.trainer import Trainer
 
 __all__ = ["DataModule"]
 
@@ -14,7 +17,12 @@ class DataModule(HyperparametersMixin):
     """Groups downloading, splitting and the dataloaders of each stage.
 
     ``prepare_data`` runs once per node (on local rank 0) for downloads; ``setup`` runs in every process.
+
+    Attributes:
+        trainer: The Trainer this data module was last passed to (``None`` before).
     """
+
+    trainer: Trainer | None = None
 
     def prepare_data(self) -> None:
         """Download or write data to disk (runs on one process per node; set no state here)."""

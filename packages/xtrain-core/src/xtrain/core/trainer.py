@@ -257,6 +257,13 @@ class Trainer:
         return self._progress.global_step
 
     @property
+    def estimated_stepping_batches(self) -> int | float:
+        """The optimizer steps this fit will take (``max_steps``, or batches per epoch × epochs / accumulation)."""
+        from xtrain.core._internal.estimates import estimated_stepping_batches
+
+        return estimated_stepping_batches(self)
+
+    @property
     def logger(self) -> Logger | None:
         return self.loggers[0] if self.loggers else None
 
@@ -358,6 +365,8 @@ class Trainer:
         self._module = model
         model._trainer = self
         self.datamodule = datamodule or self.datamodule
+        if self.datamodule is not None:
+            self.datamodule.trainer = self
         self._loaders.update({k: v for k, v in loaders.items() if v is not None})
 
     def _launch(self, stage: Stage, ckpt_path: str | Path | None) -> Any:
