@@ -258,7 +258,7 @@ class Trainer:
 
     @property
     def estimated_stepping_batches(self) -> int | float:
-        """The optimizer steps this fit will take (``max_steps``, or batches per epoch × epochs / accumulation)."""
+        """The optimizer steps this fit will take (``max_steps``, or batches per epoch times epochs over accumulation)."""
         from xtrain.core._internal.estimates import estimated_stepping_batches
 
         return estimated_stepping_batches(self)
