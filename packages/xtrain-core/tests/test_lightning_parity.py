@@ -586,3 +586,21 @@ def test_estimated_stepping_batches_inside_configure_optimizers() -> None:
     trainer.fit(OneCycle(), dm)
     assert seen == [6] and trainer.global_step == 6 and dm.trainer is trainer
     assert quiet(max_steps=5, max_epochs=-1).estimated_stepping_batches == 5
+
+
+def test_test_without_a_model_after_fit_uses_the_best_checkpoint(tmp_path: Path) -> None:
+    from xtrain.core import ModelCheckpoint
+
+    class Worse(TinyClassifier):
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            self.log("score", float(self.current_epoch))  # epoch 0 is the best (mode="min")
+
+    module = Worse()
+    train, val = tiny_loaders()
+    trainer = quiet(max_epochs=3, callbacks=[ModelCheckpoint(tmp_path, monitor="score")])
+    trainer.fit(module, train, val)
+    best = torch.load(trainer.checkpoint_callback.best_model_path, weights_only=True)  # type: ignore[union-attr]
+    assert best["epoch"] == 0
+    assert not torch.equal(module.net[0].weight, best["state_dict"]["net.0.weight"])
+    trainer.test(dataloaders=val, verbose=False)
+    assert torch.equal(module.net[0].weight, best["state_dict"]["net.0.weight"])

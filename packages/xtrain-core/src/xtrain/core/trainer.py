@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import torch
 
+from xtrain.core._internal.best_checkpoint import default_ckpt_path
 from xtrain.core._internal.checkpointing import (
     build_checkpoint,
     find_checkpoint,
@@ -306,13 +307,13 @@ class Trainer:
                  verbose: bool = True, datamodule: DataModule | None = None) -> list[dict[str, float]]:
         """Run validation once; returns the logged epoch metrics (``verbose``: print them as a table on rank 0)."""
         self._attach(model or self.module, datamodule, val=dataloaders)
-        return self._evaluate("validate", ckpt_path, verbose)
+        return self._evaluate("validate", default_ckpt_path(self, model, ckpt_path), verbose)
 
     def test(self, model: TrainModule | None = None, dataloaders: Any = None, ckpt_path: str | Path | None = None,
              verbose: bool = True, datamodule: DataModule | None = None) -> list[dict[str, float]]:
         """Run the test set once; returns the logged epoch metrics (``verbose``: print them as a table on rank 0)."""
         self._attach(model or self.module, datamodule, test=dataloaders)
-        return self._evaluate("test", ckpt_path, verbose)
+        return self._evaluate("test", default_ckpt_path(self, model, ckpt_path), verbose)
 
     def _evaluate(self, stage: Literal["validate", "test"], ckpt_path: str | Path | None,
                   verbose: bool) -> list[dict[str, float]]:
@@ -327,7 +328,7 @@ class Trainer:
                 datamodule: DataModule | None = None, ckpt_path: str | Path | None = None) -> list[Any]:
         """Return ``predict_step`` outputs (a list per dataloader when there are several)."""
         self._attach(model or self.module, datamodule, predict=dataloaders)
-        outputs: list[list[Any]] = self._launch("predict", ckpt_path)
+        outputs: list[list[Any]] = self._launch("predict", default_ckpt_path(self, model, ckpt_path))
         return outputs[0] if len(outputs) == 1 else outputs  # type: ignore[return-value]
 
     def init_module(self) -> AbstractContextManager[Any]:

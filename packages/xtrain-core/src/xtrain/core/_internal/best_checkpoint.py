@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from xtrain.core.errors import CheckpointError
 
 if TYPE_CHECKING:
     from xtrain.core.trainer import Trainer
 
-__all__ = ["best_from_last_checkpoint"]
+__all__ = ["best_from_last_checkpoint", "default_ckpt_path"]
 
 
 def best_from_last_checkpoint(trainer: Trainer) -> str | None:
@@ -31,3 +31,11 @@ def best_from_last_checkpoint(trainer: Trainer) -> str | None:
             if best and Path(best).exists():
                 return str(best)
     return None
+
+
+def default_ckpt_path(trainer: Trainer, model: Any, ckpt_path: str | Path | None) -> str | Path | None:
+    """``validate``/``test``/``predict`` without a model after ``fit``: the best checkpoint of that fit, as in
+    Lightning (with a model, or without a best checkpoint, the current weights)."""
+    if ckpt_path is not None or model is not None or trainer.state != "fit":
+        return ckpt_path
+    return "best" if any(cb.best_model_path for cb in trainer.checkpoint_callbacks) else None

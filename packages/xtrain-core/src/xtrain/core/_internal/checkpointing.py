@@ -43,7 +43,7 @@ def build_checkpoint(trainer: Trainer, *, weights_only: bool = False) -> dict[st
     checkpoint: dict[str, Any] = {
         "xtrain": manifest(trainer),
         "state_dict": strategy.module_state_dict(),
-        "epoch": trainer.current_epoch,
+        "epoch": trainer._progress.checkpoint_epoch(),
         "global_step": trainer.global_step,
         **checkpoint_hparams(module),
     }
