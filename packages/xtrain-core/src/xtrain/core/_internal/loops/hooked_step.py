@@ -57,6 +57,10 @@ def hooked_optimizer_step(trainer: Trainer, forward_backward: ForwardBackward, b
             return None
         for fn in before_step:
             fn(optimizer)
+        if trainer.skip_optimizer_step:  # a callback dropped this step: the closure reports no loss, nothing steps
+            trainer.skip_optimizer_step = False
+            optimizer.zero_grad(set_to_none=True)
+            return None
         if custom_clip:
             module.configure_gradient_clipping(wrapped, trainer.gradient_clip_val, trainer.gradient_clip_algorithm)
         elif trainer.gradient_clip_val:
