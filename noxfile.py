@@ -257,3 +257,12 @@ def model_parallel(session: nox.Session) -> None:
     session.install("-c", TORCH, "torch==2.13.0", *_editable("test"), "pytest-timeout")
     session.run("pytest", "packages/xtrain-strategies/tests/test_model_parallel.py", *session.posargs,
                 env={"XTRAIN_MODEL_PARALLEL_GRID": "1"})
+
+
+@nox.session
+def lightning_spawn(session: nox.Session) -> None:
+    """The ddp_spawn Lightning-parity runs (log_dir of the caller, test() after fit in fit's version directory).
+    Not in the default set (about 100 seconds on 2 cores: four spawned workers)."""
+    session.install("-c", TORCH, "torch==2.13.0", *_editable("test"), "pytest-timeout")
+    session.run("pytest", "-m", "lightning_spawn", "tests_integration/test_lightning_parity_ranks.py",
+                *session.posargs, env={"XTRAIN_LIGHTNING_SPAWN": "1"})

@@ -3,8 +3,20 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["main"]
+if TYPE_CHECKING:
+    from xtrain.core._internal.cli.app import XtrainCLI
+
+__all__ = ["XtrainCLI", "main"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "XtrainCLI":  # jsonargparse is imported only by those who use it
+        from xtrain.core._internal.cli.app import XtrainCLI
+
+        return XtrainCLI
+    raise AttributeError(f"module 'xtrain.core.cli' has no attribute {name!r}")
 
 
 def main(argv: list[str] | None = None) -> int:

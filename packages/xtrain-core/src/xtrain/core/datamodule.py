@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self
 
 from xtrain.core._internal.hparams import HyperparametersMixin
+
+if TYPE_CHECKING:
+    from xtrain.core.trainer import Trainer
 
 __all__ = ["DataModule"]
 
@@ -13,7 +17,12 @@ class DataModule(HyperparametersMixin):
     """Groups downloading, splitting and the dataloaders of each stage.
 
     ``prepare_data`` runs once per node (on local rank 0) for downloads; ``setup`` runs in every process.
+
+    Attributes:
+        trainer: The Trainer this data module was last passed to (``None`` before).
     """
+
+    trainer: Trainer | None = None
 
     def prepare_data(self) -> None:
         """Download or write data to disk (runs on one process per node; set no state here)."""
@@ -42,3 +51,17 @@ class DataModule(HyperparametersMixin):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`."""
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Add entries to a checkpoint the Trainer is about to write."""
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Read entries back from a checkpoint the Trainer (or :meth:`load_from_checkpoint`) restores."""
+
+    @classmethod
+    def load_from_checkpoint(cls, checkpoint_path: str | Path, map_location: Any = None, **kwargs: Any) -> Self:
+        """Build the data module from the hyperparameters saved in ``checkpoint_path`` (read with
+        ``weights_only=True``) and restore its :meth:`state_dict`; ``kwargs`` replace saved hyperparameters."""
+        from xtrain.core._internal.load_from_checkpoint import load_datamodule
+
+        return load_datamodule(cls, checkpoint_path, map_location=map_location, overrides=kwargs)

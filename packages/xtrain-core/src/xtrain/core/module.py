@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from xtrain.core._internal.hparams import HyperparametersMixin
+from xtrain.core._internal.module_api import ModuleApiMixin
 
 if TYPE_CHECKING:
     from xtrain.core.trainer import Trainer
@@ -19,7 +20,7 @@ __all__ = ["TrainModule"]
 ReduceFx = Literal["mean", "sum", "max", "min"]
 
 
-class TrainModule(HyperparametersMixin, nn.Module):
+class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
     """Subclass this, write ``training_step`` and ``configure_optimizers``, and train it with any Trainer settings.
 
     The module never refers to devices, ranks or precision: the Trainer's strategy handles them, so the same module
@@ -175,11 +176,6 @@ class TrainModule(HyperparametersMixin, nn.Module):
         """Call :meth:`log` for each item, with the same options."""
         for name, value in values.items():
             self.log(name, value, **kwargs)
-
-    def print(self, *args: Any, **kwargs: Any) -> None:
-        """``print`` on global rank 0 only."""
-        if self.global_rank == 0:
-            print(*args, **kwargs)
 
     def optimizers(self) -> Any:
         """The optimizer(s) from ``configure_optimizers``, for manual optimization.

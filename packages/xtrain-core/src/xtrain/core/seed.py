@@ -11,16 +11,22 @@ import torch
 __all__ = ["seed_everything"]
 
 
-def seed_everything(seed: int, *, workers: bool = True) -> int:
+def seed_everything(seed: int | None = None, workers: bool = True, verbose: bool = False) -> int:
     """Seed Python's ``random``, NumPy (if installed) and torch (CPU and all devices), and export ``XTRAIN_SEED``.
 
     Args:
-        seed: The seed.
+        seed: The seed (``None``: the ``XTRAIN_SEED`` environment variable, else 0).
         workers: Also export it so that spawned processes and dataloader workers derive their seeds from it.
+        verbose: Print the seed (on every process).
 
     Returns:
         The seed.
     """
+    if seed is None:
+        env = os.environ.get("XTRAIN_SEED", "")
+        seed = int(env) if env.lstrip("-").isdigit() else 0
+    if verbose:
+        print(f"Seed set to {seed}")
     random.seed(seed)
     torch.manual_seed(seed)
     np = sys.modules.get("numpy")

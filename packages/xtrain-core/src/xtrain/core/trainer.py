@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import torch
 
+from xtrain.core._internal.best_checkpoint import default_ckpt_path
 from xtrain.core._internal.checkpointing import (
     build_checkpoint,
     find_checkpoint,
@@ -25,7 +26,9 @@ from xtrain.core._internal.checkpointing import (
 from xtrain.core._internal.compiled import unwrap_compiled
 from xtrain.core._internal.data import batch_limit, prepare_dataloader, resumable_sampler
 from xtrain.core._internal.hang import DEFAULT_HANG_TIMEOUT, parse_hang_timeout
+from xtrain.core._internal.hook_overrides import step_scheduler
 from xtrain.core._internal.hooks import HookDispatcher
+from xtrain.core._internal.hparams import loggable_hparams
 from xtrain.core._internal.loops.evaluation import run_evaluation, run_predict
 from xtrain.core._internal.loops.fit import FitLoop
 from xtrain.core._internal.metrics import MetricStore
@@ -36,8 +39,17 @@ from xtrain.core._internal.preemption import Preemption
 from xtrain.core._internal.progress import FitProgress
 from xtrain.core._internal.resolve import resolve
 from xtrain.core._internal.rng import restore_rng_states
+from xtrain.core._internal.run_dirs import new_log_dirs, remove_log_dirs
+from xtrain.core._internal.run_flags import ValClock, anomaly_detection, apply_benchmark, sync_batchnorm, unshuffled
 from xtrain.core._internal.sampler import ResumableSampler
-from xtrain.core._internal.trainer_args import check_callbacks, check_loggers, check_root, parse_settings
+from xtrain.core._internal.trainer_args import (
+    barebones_settings,
+    check_callbacks,
+    check_loggers,
+    check_root,
+    parse_run_flags,
+    parse_settings,
+)
 from xtrain.core.accelerator import Accelerator
 from xtrain.core.callbacks import Callback, ModelCheckpoint, ModelSummary, ProgressBar, default_progress_bar
 from xtrain.core.checkpoint_io import CheckpointIO
@@ -47,6 +59,7 @@ from xtrain.core.errors import ConfigError
 from xtrain.core.loggers.logger import Logger
 from xtrain.core.module import TrainModule
 from xtrain.core.precision import Precision
+from xtrain.core.rank_zero import rank_zero_only
 from xtrain.core.strategy import Strategy
 
 __all__ = ["Trainer"]
@@ -79,13 +92,18 @@ class Trainer:
         limit_val_batches: Likewise for validation.
         limit_test_batches: Likewise for testing.
         limit_predict_batches: Likewise for prediction.
-        val_check_interval: Validate every fraction of an epoch (float) or every N batches (int).
+        val_check_interval: Validate every fraction of an epoch (float), every N batches (int), or every so much
+            wall-clock time (a timedelta, ``"DD:HH:MM:SS"`` or a dict of timedelta arguments).
         check_val_every_n_epoch: Validate every N epochs (``None``: by ``val_check_interval`` batches only).
         num_sanity_val_steps: Validation batches run before training to catch bugs early (-1: all).
         accumulate_grad_batches: Batches whose gradients are summed before each optimizer step.
         gradient_clip_val: Clip gradients to this norm or value (``None``: no clipping).
         gradient_clip_algorithm: ``"norm"`` or ``"value"``.
         fast_dev_run: Run 1 (or N) batches of each stage, with no checkpoints or logs, to test the code.
+        overfit_batches: Train and validate on the same first N batches (or fraction) every epoch, unshuffled.
+        min_epochs: Early stopping cannot end training before this many epochs.
+        min_steps: Early stopping cannot end training before this many optimizer steps.
+        reload_dataloaders_every_n_epochs: Request the dataloaders again every N epochs (0: never).
 
     Everything else:
 
@@ -99,6 +117,11 @@ class Trainer:
         log_every_n_steps: How often step metrics reach the loggers.
         default_root_dir: Where logs and checkpoints go by default (the working directory).
         use_distributed_sampler: Shard dataloaders across ranks automatically.
+        sync_batchnorm: Synchronize BatchNorm statistics across processes (converts to ``SyncBatchNorm``).
+        detect_anomaly: Train under ``torch.autograd.set_detect_anomaly`` (slow; finds the op that made a NaN).
+        benchmark: Set ``torch.backends.cudnn.benchmark`` (``None``: leave it as it is).
+        barebones: Turn off everything that costs speed: loggers, checkpointing, progress bar, model summary and
+            the sanity check.
         inference_mode: Evaluate under ``torch.inference_mode`` (``False``: ``torch.no_grad``; accelerators that
             declare ``supports_inference_mode = False``, such as XLA, always use ``torch.no_grad``).
         hang_timeout: Seconds (or a timedelta) a rank may make no progress before the run is reported as hung
@@ -112,15 +135,31 @@ class Trainer:
         plugins: PluginArg | list[PluginArg] | None = None, max_epochs: int | None = None, max_steps: int = -1,
         max_time: str | timedelta | dict[str, int] | None = None, limit_train_batches: int | float = 1.0, limit_val_batches: int | float = 1.0,
         limit_test_batches: int | float = 1.0, limit_predict_batches: int | float = 1.0,
-        val_check_interval: int | float = 1.0, check_val_every_n_epoch: int | None = 1,
+        val_check_interval: int | float | str | timedelta | dict[str, int] = 1.0,
+        check_val_every_n_epoch: int | None = 1,
         num_sanity_val_steps: int = 2, accumulate_grad_batches: int = 1, gradient_clip_val: float | None = None,
         gradient_clip_algorithm: Literal["norm", "value"] = "norm", deterministic: bool | Literal["warn"] = False,
         callbacks: Callback | list[Callback] | None = None, logger: bool | Logger | list[Logger] | None = True,
         enable_checkpointing: bool = True, enable_progress_bar: bool = True, enable_model_summary: bool = True,
         log_every_n_steps: int = 50, default_root_dir: str | Path | None = None, fast_dev_run: bool | int = False,
         use_distributed_sampler: bool = True, inference_mode: bool = True,
-        hang_timeout: float | timedelta | None = DEFAULT_HANG_TIMEOUT,
+        hang_timeout: float | timedelta | None = DEFAULT_HANG_TIMEOUT, overfit_batches: int | float = 0.0,
+        min_epochs: int | None = None, min_steps: int | None = None, reload_dataloaders_every_n_epochs: int = 0,
+        sync_batchnorm: bool = False, detect_anomaly: bool = False, benchmark: bool | None = None,
+        barebones: bool = False,
     ) -> None:
+        self._flags = flags = parse_run_flags(
+            overfit_batches=overfit_batches, min_epochs=min_epochs, min_steps=min_steps,
+            reload_dataloaders_every_n_epochs=reload_dataloaders_every_n_epochs, sync_batchnorm=sync_batchnorm,
+            detect_anomaly=detect_anomaly, benchmark=benchmark, barebones=barebones,
+            val_check_interval=val_check_interval)
+        if flags.barebones:
+            logger, enable_checkpointing, enable_progress_bar, enable_model_summary, num_sanity_val_steps = \
+                barebones_settings(logger=logger, callbacks=check_callbacks(callbacks)).values()
+        if flags.val_check_time is not None:
+            val_check_interval = 1.0  # validation then follows the clock (run_flags.ValClock), not the batches
+        if flags.overfit_batches:
+            limit_train_batches = limit_val_batches = flags.overfit_batches
         limits = parse_settings(
             max_epochs=max_epochs, max_steps=max_steps, max_time=max_time, limit_train_batches=limit_train_batches,
             limit_val_batches=limit_val_batches, limit_test_batches=limit_test_batches,
@@ -145,6 +184,8 @@ class Trainer:
         self.strategy: Strategy = resolve(accelerator=accelerator, devices=devices, num_nodes=num_nodes,
                                           strategy=strategy, precision=precision, plugins=plugins).strategy
         self.strategy.set_hang_timeout(parse_hang_timeout(hang_timeout))
+        apply_benchmark(flags)
+        self._val_clock: ValClock | None = None
         if deterministic:
             torch.use_deterministic_algorithms(True, warn_only=deterministic == "warn")
         defaults: list[Callback] = []
@@ -217,6 +258,13 @@ class Trainer:
         return self._progress.global_step
 
     @property
+    def estimated_stepping_batches(self) -> int | float:
+        """The optimizer steps this fit will take (``max_steps``, or batches per epoch times epochs over accumulation)."""
+        from xtrain.core._internal.estimates import estimated_stepping_batches
+
+        return estimated_stepping_batches(self)
+
+    @property
     def logger(self) -> Logger | None:
         return self.loggers[0] if self.loggers else None
 
@@ -255,23 +303,32 @@ class Trainer:
         self._attach(model, datamodule, train=train_dataloaders, val=val_dataloaders)
         self._launch("fit", ckpt_path)
 
-    def validate(self, model: TrainModule | None = None, dataloaders: Any = None, *,
-                 datamodule: DataModule | None = None, ckpt_path: str | Path | None = None) -> list[dict[str, float]]:
-        """Run validation once; returns the logged epoch metrics."""
+    def validate(self, model: TrainModule | None = None, dataloaders: Any = None, ckpt_path: str | Path | None = None,
+                 verbose: bool = True, datamodule: DataModule | None = None) -> list[dict[str, float]]:
+        """Run validation once; returns the logged epoch metrics (``verbose``: print them as a table on rank 0)."""
         self._attach(model or self.module, datamodule, val=dataloaders)
-        return self._launch("validate", ckpt_path)  # type: ignore[no-any-return]
+        return self._evaluate("validate", default_ckpt_path(self, model, ckpt_path), verbose)
 
-    def test(self, model: TrainModule | None = None, dataloaders: Any = None, *, datamodule: DataModule | None = None,
-             ckpt_path: str | Path | None = None) -> list[dict[str, float]]:
-        """Run the test set once; returns the logged epoch metrics."""
+    def test(self, model: TrainModule | None = None, dataloaders: Any = None, ckpt_path: str | Path | None = None,
+             verbose: bool = True, datamodule: DataModule | None = None) -> list[dict[str, float]]:
+        """Run the test set once; returns the logged epoch metrics (``verbose``: print them as a table on rank 0)."""
         self._attach(model or self.module, datamodule, test=dataloaders)
-        return self._launch("test", ckpt_path)  # type: ignore[no-any-return]
+        return self._evaluate("test", default_ckpt_path(self, model, ckpt_path), verbose)
+
+    def _evaluate(self, stage: Literal["validate", "test"], ckpt_path: str | Path | None,
+                  verbose: bool) -> list[dict[str, float]]:
+        results: list[dict[str, float]] = self._launch(stage, ckpt_path)
+        if verbose and self.is_global_zero:
+            from xtrain.core._internal.results_table import print_results
+
+            print_results(results, stage)
+        return results
 
     def predict(self, model: TrainModule | None = None, dataloaders: Any = None, *,
                 datamodule: DataModule | None = None, ckpt_path: str | Path | None = None) -> list[Any]:
         """Return ``predict_step`` outputs (a list per dataloader when there are several)."""
         self._attach(model or self.module, datamodule, predict=dataloaders)
-        outputs: list[list[Any]] = self._launch("predict", ckpt_path)
+        outputs: list[list[Any]] = self._launch("predict", default_ckpt_path(self, model, ckpt_path))
         return outputs[0] if len(outputs) == 1 else outputs  # type: ignore[return-value]
 
     def init_module(self) -> AbstractContextManager[Any]:
@@ -289,6 +346,9 @@ class Trainer:
     # -- launching ---------------------------------------------------------------------------------------------
     def _attach(self, model: Any, datamodule: DataModule | None, **loaders: Any) -> None:
         model = unwrap_compiled(model)
+        for key, value in loaders.items():  # fit(model, datamodule): a DataModule in the dataloaders' place
+            if isinstance(value, DataModule) and datamodule is None:
+                datamodule, loaders[key] = value, None
         if not isinstance(model, TrainModule):
             raise ConfigError("model", type(model).__name__, "is not a TrainModule.",
                               fix="subclass xtrain.core.TrainModule and pass an instance.")
@@ -306,6 +366,8 @@ class Trainer:
         self._module = model
         model._trainer = self
         self.datamodule = datamodule or self.datamodule
+        if self.datamodule is not None:
+            self.datamodule.trainer = self
         self._loaders.update({k: v for k, v in loaders.items() if v is not None})
 
     def _launch(self, stage: Stage, ckpt_path: str | Path | None) -> Any:
@@ -325,6 +387,8 @@ class Trainer:
         self.state = stage
         self.should_stop = False
         self.strategy.setup_environment()
+        rank_zero_only.rank = self.strategy.global_rank
+        self._new_log_dirs: list[Path] = []
         status = "success"
         try:
             self._setup(stage)
@@ -365,6 +429,7 @@ class Trainer:
             strategy.set_gradient_accumulation(self.accumulate_grad_batches)
         if self._setup_module is not module:
             configure_model(module, strategy)
+            sync_batchnorm(self._flags, module, strategy.world_size)
             strategy.setup(module)
             self._setup_module = module
             if self._optimizer_module is module:
@@ -408,7 +473,7 @@ class Trainer:
             if train is None:
                 raise ConfigError("train_dataloaders", None, "fit needs training data.",
                                   fix="pass train_dataloaders=..., or a datamodule with train_dataloader().")
-            self.train_dataloader = prep(train, True)
+            self.train_dataloader = prep(unshuffled(train) if self._flags.overfit_batches else train, True)
             self.num_training_batches = batch_limit(self.train_dataloader, self.limit_train_batches,
                                                     "limit_train_batches")
             if isinstance(self.val_check_interval, int) and self.check_val_every_n_epoch is not None and \
@@ -430,9 +495,11 @@ class Trainer:
     def _setup_loggers(self) -> None:
         for logger in self.loggers:
             logger._version = self.strategy.broadcast(logger.version)
+        if self.is_global_zero:
+            self._new_log_dirs = new_log_dirs(self.loggers)
         if self.state == "fit" and self.is_global_zero:
-            params = {**self.module.hparams, **(self.datamodule.hparams if self.datamodule else {})}
-            for logger in self.loggers:
+            params = {**loggable_hparams(self.module), **loggable_hparams(self.datamodule)}
+            for logger in self.loggers if params else ():
                 logger.log_hyperparams(params)
 
     def _run_stage(self, stage: Stage) -> Any:
@@ -450,7 +517,8 @@ class Trainer:
             self._hooks.call_callbacks("on_sanity_check_end")
             self.sanity_checking = False
             self._metrics.callback_metrics.clear()
-        with self._preemption.installed():
+        self._val_clock = ValClock(self._flags.val_check_time) if self._flags.val_check_time else None
+        with self._preemption.installed(), anomaly_detection(self._flags):
             FitLoop(self).run()
         self._hooks.call("on_fit_end")
         return None
@@ -463,6 +531,8 @@ class Trainer:
         if self.is_global_zero:
             for logger in self.loggers:
                 logger.finalize(status)
+            if status != "success" and stage == "fit" and self.global_step == 0:
+                remove_log_dirs(self._new_log_dirs)
         self.strategy.teardown()
         self._metrics.batch = None
 
@@ -473,6 +543,8 @@ class Trainer:
     def _val_due(self, batches_done: int, last: bool) -> bool:
         if not self._has_validation() or self.state != "fit":
             return False
+        if self._val_clock is not None:
+            return self._val_clock.due(self.strategy)
         every = self.check_val_every_n_epoch
         if every is not None and (self._progress.epoch + 1) % every != 0:
             return False
@@ -486,6 +558,8 @@ class Trainer:
 
     def _run_validation(self) -> None:
         self._val_last_batch = self._progress.batches_in_epoch
+        if self._val_clock is not None:
+            self._val_clock.reset()
         run_evaluation(self, "validate", self.val_dataloaders, self._val_limits)
 
     def _after_optimizer_step(self, stepped: bool = True) -> None:
@@ -495,7 +569,7 @@ class Trainer:
             metrics = self._metrics.step_metrics_for_logger()
             if metrics and self.is_global_zero:
                 for logger in self.loggers:
-                    logger.log_metrics(metrics, self.global_step)
+                    logger.log_metrics({"epoch": float(self.current_epoch), **metrics}, self.global_step)
 
     def _step_schedulers(self, interval: Literal["epoch", "step"]) -> None:
         if self._schedulers_resumed:
@@ -517,9 +591,9 @@ class Trainer:
                     raise ConfigError("monitor", config.monitor, "was never logged, so ReduceLROnPlateau cannot use it.",
                                       choices=sorted(self.callback_metrics),
                                       fix=f"log it with self.log({config.monitor!r}, value).")
-                config.scheduler.step(float(metric))
+                step_scheduler(self.module, config.scheduler, float(metric))
             else:
-                config.scheduler.step()
+                step_scheduler(self.module, config.scheduler, None)
 
     def _log_epoch_metrics(self, *, log: bool = True) -> dict[str, float]:
         values = self._metrics.end_epoch()
@@ -534,7 +608,7 @@ class Trainer:
     def _write_logs(self, values: dict[str, float], log: bool) -> None:
         if log and values and self.is_global_zero:
             for logger in self.loggers:
-                logger.log_metrics(values, self.global_step)
+                logger.log_metrics({"epoch": float(self.current_epoch), **values}, self.global_step)
 
     def _strategy_optimizers(self) -> list[StrategyOptimizer]:
         if [w.optimizer for w in self._wrapped_optimizers] != self.optimizers:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xtrain.core._internal.hparams import checkpoint_safe
+from xtrain.core._internal.hparams import checkpoint_hparams
 from xtrain.core._internal.rng import collect_rng_states
 from xtrain.core._internal.versions import xtrain_versions
 from xtrain.core.errors import CheckpointError, ConfigError
@@ -43,11 +43,12 @@ def build_checkpoint(trainer: Trainer, *, weights_only: bool = False) -> dict[st
     checkpoint: dict[str, Any] = {
         "xtrain": manifest(trainer),
         "state_dict": strategy.module_state_dict(),
-        "hyper_parameters": checkpoint_safe(dict(module.hparams), type(module).__name__),
+        "epoch": trainer._progress.checkpoint_epoch(),
+        "global_step": trainer.global_step,
+        **checkpoint_hparams(module),
     }
     if trainer.datamodule is not None:
-        checkpoint["datamodule_hyper_parameters"] = checkpoint_safe(dict(trainer.datamodule.hparams),
-                                                                    type(trainer.datamodule).__name__)
+        checkpoint.update(checkpoint_hparams(trainer.datamodule, "datamodule_"))
         checkpoint["datamodule"] = trainer.datamodule.state_dict()
     all_rng = strategy.all_gather_object(collect_rng_states())
     if weights_only:
@@ -118,6 +119,10 @@ def find_checkpoint(trainer: Trainer, ckpt_path: str | Path) -> str:
     """Resolve ``"last"``, ``"best"`` or a path into an existing checkpoint path."""
     if ckpt_path == "best":
         best = next((cb.best_model_path for cb in trainer.checkpoint_callbacks if cb.best_model_path), None)
+        if not best:
+            from xtrain.core._internal.best_checkpoint import best_from_last_checkpoint
+
+            best = best_from_last_checkpoint(trainer)
         if not best:
             raise ConfigError("ckpt_path", ckpt_path, "there is no best checkpoint yet (no ModelCheckpoint with a "
                               "monitor has saved one in this Trainer).",

@@ -20,10 +20,10 @@ from torch.utils.data import (
 from xtrain.core._internal.sampler import ResumableSampler, SeededBatchSampler, SeededDataset
 from xtrain.core.errors import ConfigError
 
-__all__ = ["batch_limit", "prepare_dataloader", "resumable_sampler"]
+__all__ = ["batch_limit", "copy_dataloader", "prepare_dataloader", "resumable_sampler"]
 
 
-def _with(loader: DataLoader[Any], **attrs: Any) -> DataLoader[Any]:
+def copy_dataloader(loader: DataLoader[Any], **attrs: Any) -> DataLoader[Any]:
     # DataLoader forbids setting these after __init__; a shallow copy keeps every other setting (and subclasses).
     new = copy.copy(loader)
     for name, value in attrs.items():
@@ -69,8 +69,8 @@ def prepare_dataloader(loader: Any, *, distributed: dict[str, int] | None, use_d
     new_sampler = ResumableSampler(loader.dataset, **kwargs)  # type: ignore[arg-type]
     if training and loader.num_workers > 0:
         seeded = SeededBatchSampler(new_sampler, batch_sampler.batch_size, batch_sampler.drop_last)
-        return _with(loader, sampler=new_sampler, batch_sampler=seeded, dataset=SeededDataset(loader.dataset))
-    return _with(loader, sampler=new_sampler,
+        return copy_dataloader(loader, sampler=new_sampler, batch_sampler=seeded, dataset=SeededDataset(loader.dataset))
+    return copy_dataloader(loader, sampler=new_sampler,
                  batch_sampler=BatchSampler(new_sampler, batch_sampler.batch_size, batch_sampler.drop_last))
 
 

@@ -7,12 +7,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from xtrain.core.callbacks.callback import Callback
+from xtrain.core.datamodule import DataModule
 from xtrain.core.module import TrainModule
 
-__all__ = ["HookDispatcher"]
+__all__ = ["HookDispatcher", "overrides"]
+
+_DATAMODULE_HOOKS = frozenset({"on_save_checkpoint", "on_load_checkpoint"})
 
 
-def _overrides(obj: object, base: type, name: str) -> bool:
+def overrides(obj: object, base: type, name: str) -> bool:
+    """Whether ``obj``'s class replaces ``base``'s method ``name``."""
     return getattr(type(obj), name, None) is not getattr(base, name, None)
 
 
@@ -33,12 +37,15 @@ class HookDispatcher:
         """The callables for hook ``name``; each takes the hook's arguments after ``trainer, module``."""
         cached = self._cache.get(name)
         if cached is None:
-            first = [cb for cb in self._callbacks if not cb.runs_last and _overrides(cb, Callback, name)]
-            last = [cb for cb in self._callbacks if cb.runs_last and _overrides(cb, Callback, name)]
+            first = [cb for cb in self._callbacks if not cb.runs_last and overrides(cb, Callback, name)]
+            last = [cb for cb in self._callbacks if cb.runs_last and overrides(cb, Callback, name)]
             fns: list[Callable[..., Any]] = [functools.partial(getattr(cb, name), self._trainer, self._module)
                                              for cb in first]
-            if _overrides(self._module, TrainModule, name):
+            if overrides(self._module, TrainModule, name):
                 fns.append(getattr(self._module, name))
+            datamodule = getattr(self._trainer, "datamodule", None)
+            if name in _DATAMODULE_HOOKS and datamodule is not None and overrides(datamodule, DataModule, name):
+                fns.append(getattr(datamodule, name))
             fns += [functools.partial(getattr(cb, name), self._trainer, self._module) for cb in last]
             cached = self._cache[name] = tuple(fns)
         return cached
@@ -51,5 +58,5 @@ class HookDispatcher:
     def call_callbacks(self, name: str, *args: Any) -> None:
         """Call hook ``name`` on callbacks only (hooks the module has under another signature)."""
         for cb in self._callbacks:
-            if _overrides(cb, Callback, name):
+            if overrides(cb, Callback, name):
                 getattr(cb, name)(self._trainer, self._module, *args)

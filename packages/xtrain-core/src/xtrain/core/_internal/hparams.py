@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Iterable
+from argparse import Namespace
+from collections.abc import Iterable, Mapping
 from types import FrameType
 from typing import Any
 
 import torch
 
-__all__ = ["AttributeDict", "HyperparametersMixin", "checkpoint_safe", "collect_init_args"]
+__all__ = ["AttributeDict", "HyperparametersMixin", "checkpoint_hparams", "checkpoint_safe", "collect_init_args",
+           "loggable_hparams"]
 
 
 class AttributeDict(dict[str, Any]):
@@ -68,22 +70,90 @@ def checkpoint_safe(hparams: dict[str, Any], owner: str) -> dict[str, Any]:
     return kept
 
 
+def _init_arg_named(frame: FrameType, value: object) -> str | None:
+    """The name of the ``__init__`` argument in ``frame`` that holds exactly ``value`` (``None`` if none does)."""
+    code = frame.f_code
+    names = code.co_varnames[1: code.co_argcount + code.co_kwonlyargcount]
+    return next((n for n in names if frame.f_locals.get(n) is value), None)
+
+
+def checkpoint_hparams(owner: object, prefix: str = "") -> dict[str, Any]:
+    """The checkpoint entries of ``owner``'s hyperparameters: the values, and how ``__init__`` received them.
+
+    ``hparams_name`` is the ``__init__`` argument that took a whole dict or Namespace (``load_from_checkpoint``
+    passes them back through it); ``hparams_type`` says which of the two it was.
+    """
+    hparams = getattr(owner, "hparams", {})
+    entries: dict[str, Any] = {f"{prefix}hyper_parameters": checkpoint_safe(dict(hparams), type(owner).__name__)}
+    meta = vars(owner).get("_hparams_source", (None, "dict"))
+    if meta[0] is not None:
+        entries[f"{prefix}hparams_name"] = meta[0]
+    entries[f"{prefix}hparams_type"] = meta[1]
+    return entries
+
+
+def loggable_hparams(owner: object | None) -> dict[str, Any]:
+    """The hyperparameters to send to the loggers (none after ``save_hyperparameters(logger=False)``)."""
+    if owner is None or not vars(owner).get("_log_hyperparams", True):
+        return {}
+    return dict(getattr(owner, "hparams", {}))
+
+
 class HyperparametersMixin:
     """``save_hyperparameters()`` and ``hparams`` for TrainModule and DataModule."""
 
-    def save_hyperparameters(self, *names: str, ignore: str | list[str] | tuple[str, ...] = ()) -> None:
-        """Record the arguments of ``__init__`` in :attr:`hparams` and in checkpoints.
+    def save_hyperparameters(self, *args: Any, ignore: str | Iterable[str] | None = None,
+                             frame: FrameType | None = None, logger: bool = True) -> None:
+        """Record the arguments of ``__init__`` in :attr:`hparams`, in checkpoints and in the loggers.
 
         Args:
-            names: Only these arguments (default: all of them).
+            args: Nothing (every argument), the names of the arguments to keep, or one dict or
+                ``argparse.Namespace`` to record as it is (when it is an ``__init__`` argument,
+                ``load_from_checkpoint`` passes it back through that argument).
             ignore: Arguments to leave out (e.g. a backbone module).
+            frame: The ``__init__`` frame to read the arguments from (default: the caller's).
+            logger: Send them to the loggers when fitting starts.
         """
-        frame = inspect.currentframe()
-        assert frame is not None and frame.f_back is not None
-        ignored = [ignore] if isinstance(ignore, str) else list(ignore)
-        self.hparams.update(collect_init_args(frame.f_back, self, names, ignored))
+        if frame is None:
+            current = inspect.currentframe()
+            assert current is not None and current.f_back is not None
+            frame = current.f_back
+        ignored = [ignore] if isinstance(ignore, str) else list(ignore or ())
+        source: tuple[str | None, str] = (None, "dict")
+        if len(args) == 1 and not isinstance(args[0], str):
+            given = args[0]
+            if isinstance(given, Namespace):
+                values, kind = dict(vars(given)), "Namespace"
+            elif isinstance(given, Mapping):
+                values, kind = dict(given), "dict"
+            else:
+                from xtrain.core.errors import ConfigError
+
+                raise ConfigError("save_hyperparameters", type(given).__name__, "takes argument names, one dict or "
+                                  "one argparse.Namespace.", fix="write self.save_hyperparameters() to record every "
+                                  "__init__ argument, or pass a dict.")
+            source = (_init_arg_named(frame, given), kind)
+            for key in ignored:
+                values.pop(key, None)
+        else:
+            bad = [a for a in args if not isinstance(a, str)]
+            if bad:
+                from xtrain.core.errors import ConfigError
+
+                raise ConfigError("save_hyperparameters", bad[0], "mixes argument names with other values.",
+                                  fix="pass argument names as strings, or one dict.")
+            values = collect_init_args(frame, self, args, ignored)
+        vars(self)["_hparams_source"] = source
+        vars(self)["_log_hyperparams"] = logger
+        self.hparams.update(values)
+        vars(self)["_hparams_initial"] = AttributeDict(dict(self.hparams))
 
     @property
     def hparams(self) -> AttributeDict:
         """The recorded hyperparameters."""
         return vars(self).setdefault("_hparams", AttributeDict())  # type: ignore[no-any-return]
+
+    @property
+    def hparams_initial(self) -> AttributeDict:
+        """A copy of the hyperparameters as ``save_hyperparameters`` recorded them (later edits not included)."""
+        return AttributeDict(dict(vars(self).get("_hparams_initial", {})))

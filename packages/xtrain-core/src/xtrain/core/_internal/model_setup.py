@@ -10,7 +10,7 @@ from torch import nn
 if TYPE_CHECKING:
     from xtrain.core.strategy import Strategy
 
-__all__ = ["configure_model"]
+__all__ = ["configure_model", "mark_configured"]
 
 _configured: WeakSet[nn.Module] = WeakSet()
 
@@ -22,4 +22,9 @@ def configure_model(module: nn.Module, strategy: Strategy) -> None:
         return
     with strategy.module_init_context():
         hook()
+    _configured.add(module)
+
+
+def mark_configured(module: nn.Module) -> None:
+    """Record that ``module.configure_model()`` already ran (``load_from_checkpoint`` calls it before loading)."""
     _configured.add(module)

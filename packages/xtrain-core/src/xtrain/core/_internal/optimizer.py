@@ -19,17 +19,20 @@ class StrategyOptimizer:
 
     Attributes:
         optimizer: The wrapped optimizer.
+        steps: How many times ``step`` was called (manual optimization's ``global_step`` counts them).
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, strategy: Strategy) -> None:
         self.optimizer = optimizer
         self._strategy = strategy
+        self.steps = 0
 
     def step(self, closure: Callable[[], Any] | None = None) -> bool:
         """Step through the strategy (and its precision); returns ``False`` when the step was skipped."""
         if closure is not None:
             with torch.enable_grad():
                 closure()
+        self.steps += 1
         return self._strategy.optimizer_step(self.optimizer)
 
     def zero_grad(self, set_to_none: bool = True) -> None:

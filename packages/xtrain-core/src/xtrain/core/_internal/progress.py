@@ -28,3 +28,8 @@ class FitProgress:
         for key, value in state.items():
             if hasattr(self, key):
                 setattr(self, key, int(value))
+
+    def checkpoint_epoch(self) -> int:
+        """The epoch a checkpoint taken now belongs to (as in Lightning's ``"epoch"`` entry and the file names):
+        the epoch just completed at an epoch boundary, else the running one."""
+        return self.epoch - 1 if self.batches_in_epoch == 0 and self.epoch > 0 else self.epoch

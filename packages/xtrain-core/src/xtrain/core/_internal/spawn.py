@@ -25,7 +25,7 @@ def worker_result(trainer: Trainer, output: Any) -> dict[str, Any] | None:
     checkpoint = build_checkpoint(trainer) if trainer.state == "fit" else None
     if not trainer.is_global_zero:
         return None
-    return {"output": output, "checkpoint": checkpoint,
+    return {"output": output, "checkpoint": checkpoint, "logger_versions": [lg.version for lg in trainer.loggers],
             "callback_metrics": {k: v.detach().cpu() for k, v in trainer.callback_metrics.items()},
             "logged_metrics": dict(trainer.logged_metrics)}
 
@@ -34,6 +34,9 @@ def receive_worker_result(trainer: Trainer, result: dict[str, Any]) -> Any:
     """In the caller: load the workers' final state into this process's Trainer and module."""
     trainer._metrics.callback_metrics.update(result["callback_metrics"])
     trainer._metrics.logged_metrics.update(result["logged_metrics"])
+    # The workers chose the version directory; later runs of this Trainer (and log_dir) must use the same one.
+    for logger, version in zip(trainer.loggers, result.get("logger_versions", []), strict=False):
+        logger._version = version
     checkpoint = result.get("checkpoint")
     if checkpoint is None:
         return result["output"]

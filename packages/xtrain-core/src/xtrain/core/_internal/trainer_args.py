@@ -13,7 +13,8 @@ from xtrain.core.callbacks.callback import Callback
 from xtrain.core.errors import ConfigError
 from xtrain.core.loggers.logger import Logger
 
-__all__ = ["Limits", "check_callbacks", "check_loggers", "parse_max_time", "parse_settings"]
+__all__ = ["Limits", "RunFlags", "barebones_settings", "check_callbacks", "check_loggers", "parse_max_time",
+           "parse_run_flags", "parse_settings"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,3 +157,67 @@ def check_root(default_root_dir: object) -> Path:
     if not isinstance(default_root_dir, (str, os.PathLike)):
         raise ConfigError("default_root_dir", default_root_dir, "must be a path.", fix="write default_root_dir='runs'.")
     return Path(default_root_dir)
+
+
+@dataclass(frozen=True, slots=True)
+class RunFlags:
+    """The Trainer's behaviour switches after checking (see ``Trainer``'s docstring for each)."""
+
+    overfit_batches: int | float = 0.0
+    min_epochs: int = 0
+    min_steps: int = 0
+    reload_dataloaders_every_n_epochs: int = 0
+    sync_batchnorm: bool = False
+    detect_anomaly: bool = False
+    benchmark: bool | None = None
+    barebones: bool = False
+    val_check_time: timedelta | None = None
+
+
+def _flag(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(name, value, "must be True or False.", choices=[True, False], fix=f"write {name}=True.")
+    return value
+
+
+def parse_run_flags(*, overfit_batches: Any, min_epochs: Any, min_steps: Any, reload_dataloaders_every_n_epochs: Any,
+                    sync_batchnorm: Any, detect_anomaly: Any, benchmark: Any, barebones: Any,
+                    val_check_interval: Any) -> RunFlags:
+    """Check the behaviour switches; a time ``val_check_interval`` (timedelta, ``"DD:HH:MM:SS"``, dict) lands here."""
+    if benchmark is not None:
+        _flag("benchmark", benchmark)
+    time_interval = val_check_interval if isinstance(val_check_interval, (timedelta, str, dict)) else None
+    return RunFlags(
+        overfit_batches=_limit("overfit_batches", overfit_batches),
+        min_epochs=_int("min_epochs", 0 if min_epochs is None else min_epochs, 0, "write min_epochs=1."),
+        min_steps=_int("min_steps", 0 if min_steps is None else min_steps, 0, "write min_steps=100."),
+        reload_dataloaders_every_n_epochs=_int("reload_dataloaders_every_n_epochs", reload_dataloaders_every_n_epochs,
+                                               0, "write reload_dataloaders_every_n_epochs=0 to never reload."),
+        sync_batchnorm=_flag("sync_batchnorm", sync_batchnorm), detect_anomaly=_flag("detect_anomaly", detect_anomaly),
+        benchmark=benchmark, barebones=_flag("barebones", barebones),
+        val_check_time=None if time_interval is None else _val_check_time(time_interval))
+
+
+def _val_check_time(value: timedelta | str | dict[str, int]) -> timedelta:
+    try:
+        parsed = parse_max_time(value)
+    except ConfigError:
+        raise ConfigError("val_check_interval", value, "is neither a fraction, a number of batches nor a duration.",
+                          fix="write val_check_interval='00:00:30:00' to validate every 30 minutes.") from None
+    assert parsed is not None
+    return parsed
+
+
+def barebones_settings(*, logger: object, callbacks: list[Callback]) -> dict[str, Any]:
+    """The settings ``barebones=True`` implies; a Logger or a ModelCheckpoint passed with it is refused."""
+    from xtrain.core.callbacks import ModelCheckpoint, ProgressBar
+
+    if isinstance(logger, Logger) or (isinstance(logger, (list, tuple)) and logger):
+        raise ConfigError("logger", type(logger).__name__, "cannot be used with barebones=True (it turns logging "
+                          "off).", fix="drop barebones=True, or pass logger=False.")
+    clash = [type(cb).__name__ for cb in callbacks if isinstance(cb, (ModelCheckpoint, ProgressBar))]
+    if clash:
+        raise ConfigError("callbacks", clash, "cannot be used with barebones=True (it turns checkpointing and the "
+                          "progress bar off).", fix="drop barebones=True, or drop these callbacks.")
+    return {"logger": False, "enable_checkpointing": False, "enable_progress_bar": False,
+            "enable_model_summary": False, "num_sanity_val_steps": 0}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import torch
@@ -33,13 +34,18 @@ class EarlyStopping(Callback):
         divergence_threshold: Stop as soon as the metric is worse than this.
         check_on_train_epoch_end: Check after training epochs instead of after validation (default: only when
             there is no validation).
+        strict: Raise when ``monitor`` was never logged (``False``: warn once and never stop for it).
+        verbose: Print each improvement and the reason for stopping.
+        log_rank_zero_only: With ``verbose``, print on rank 0 only (otherwise every rank prints, prefixed with
+            its rank).
     """
 
     runs_last: ClassVar[bool] = True
 
     def __init__(self, monitor: str, *, mode: Literal["min", "max"] = "min", patience: int = 3,
                  min_delta: float = 0.0, check_finite: bool = True, stopping_threshold: float | None = None,
-                 divergence_threshold: float | None = None, check_on_train_epoch_end: bool | None = None) -> None:
+                 divergence_threshold: float | None = None, check_on_train_epoch_end: bool | None = None,
+                 strict: bool = True, verbose: bool = False, log_rank_zero_only: bool = False) -> None:
         if mode not in ("min", "max"):
             raise ConfigError("mode", mode, "is not an EarlyStopping mode.", choices=["min", "max"],
                               fix="write mode='min' when lower is better.")
@@ -53,6 +59,10 @@ class EarlyStopping(Callback):
         self.stopping_threshold = stopping_threshold
         self.divergence_threshold = divergence_threshold
         self.check_on_train_epoch_end = check_on_train_epoch_end
+        self.strict = strict
+        self.verbose = verbose
+        self.log_rank_zero_only = log_rank_zero_only
+        self._warned_missing = False
         self.wait_count = 0
         self.best_score = math.inf if mode == "min" else -math.inf
         self.stopped_epoch = 0
@@ -96,6 +106,13 @@ class EarlyStopping(Callback):
 
     def _check(self, trainer: Trainer) -> None:
         metric = trainer.callback_metrics.get(self.monitor)
+        if metric is None and not self.strict:
+            if not self._warned_missing:
+                warnings.warn(f"EarlyStopping: {self.monitor!r} was not logged (available: "
+                              f"{sorted(trainer.callback_metrics)}); not stopping for it (strict=False).",
+                              UserWarning, stacklevel=2)
+                self._warned_missing = True
+            return
         if metric is None:
             raise ConfigError("monitor", self.monitor, "was never logged, so EarlyStopping cannot watch it.",
                               choices=sorted(trainer.callback_metrics),
@@ -111,6 +128,7 @@ class EarlyStopping(Callback):
             stop, reason = True, f"{self.monitor} = {value:.6g} passed the divergence threshold"
         elif self._improved(value):
             self.best_score, self.wait_count = value, 0
+            self._say(trainer, f"{self.monitor} improved to {value:.6g}")
         else:
             self.wait_count += 1
             if self.wait_count >= self.patience:
@@ -121,3 +139,12 @@ class EarlyStopping(Callback):
             trainer.should_stop = True
             self.stopped_epoch = trainer.current_epoch
             self.stop_reason = reason or "another rank decided to stop"
+            self._say(trainer, f"stopping: {self.stop_reason}")
+
+    def _say(self, trainer: Trainer, message: str) -> None:
+        if not self.verbose:
+            return
+        if trainer.world_size == 1:
+            print(f"EarlyStopping: {message}")
+        elif not self.log_rank_zero_only or trainer.is_global_zero:
+            print(f"[rank {trainer.global_rank}] EarlyStopping: {message}")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import re
+import time
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -36,6 +38,15 @@ class ModelCheckpoint(Callback):
         every_n_epochs: Save after every N completed epochs (default 1 unless ``every_n_train_steps`` is set).
         every_n_train_steps: Save after every N optimizer steps (mid-epoch resume points).
         save_weights_only: Store only the module's weights.
+        verbose: Print a line for every checkpoint saved (on rank 0).
+        auto_insert_metric_name: Write template fields as ``name=value`` (``False``: the value alone, for names
+            with ``/`` or your own separators).
+        save_on_train_epoch_end: ``False`` also saves right after each mid-epoch validation (with
+            ``val_check_interval`` < 1), so a monitored validation metric is ranked when it is fresh.
+        train_time_interval: Also save every this much wall-clock time (checked after optimizer steps; rank 0's
+            clock decides for all ranks).
+        enable_version_counter: Write ``name-v1.ckpt`` (``-v2``...) instead of overwriting an existing file that
+            this callback did not write.
     """
 
     runs_last: ClassVar[bool] = True
@@ -45,7 +56,9 @@ class ModelCheckpoint(Callback):
     def __init__(self, dirpath: str | Path | None = None, filename: str | None = None, *, monitor: str | None = None,
                  mode: Literal["min", "max"] = "min", save_top_k: int = 1, save_last: bool = False,
                  every_n_epochs: int | None = None, every_n_train_steps: int | None = None,
-                 save_weights_only: bool = False) -> None:
+                 save_weights_only: bool = False, verbose: bool = False, auto_insert_metric_name: bool = True,
+                 save_on_train_epoch_end: bool | None = None, train_time_interval: timedelta | None = None,
+                 enable_version_counter: bool = True) -> None:
         if mode not in ("min", "max"):
             raise ConfigError("mode", mode, "is not a ModelCheckpoint mode.", choices=["min", "max"],
                               fix="write mode='min' when lower is better.")
@@ -54,6 +67,16 @@ class ModelCheckpoint(Callback):
         for name, value in (("every_n_epochs", every_n_epochs), ("every_n_train_steps", every_n_train_steps)):
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise ConfigError(name, value, "must be a non-negative int.", fix=f"write {name}=1.")
+        if train_time_interval is not None and not isinstance(train_time_interval, timedelta):
+            raise ConfigError("train_time_interval", train_time_interval, "must be a datetime.timedelta.",
+                              fix="write train_time_interval=timedelta(minutes=30).")
+        self.verbose = verbose
+        self.auto_insert_metric_name = auto_insert_metric_name
+        self.save_on_train_epoch_end = save_on_train_epoch_end
+        self.train_time_interval = train_time_interval
+        self.enable_version_counter = enable_version_counter
+        self._last_time = time.monotonic()
+        self._validated_step = -1
         self.dirpath = Path(dirpath) if dirpath is not None else None
         self.filename = filename
         self.monitor = monitor
@@ -114,10 +137,21 @@ class ModelCheckpoint(Callback):
             return
         if epoch_end:
             due = self.every_n_epochs > 0 and trainer.current_epoch % self.every_n_epochs == 0
+            due = due and not (self.save_on_train_epoch_end is False and self._saved_step == trainer.global_step)
         else:
             due = self.every_n_train_steps > 0 and trainer.global_step % self.every_n_train_steps == 0
+            due = due or (self.save_on_train_epoch_end is False and self.every_n_epochs > 0
+                          and self._validated_step == trainer.global_step)
+            if self.train_time_interval is not None:
+                elapsed = time.monotonic() - self._last_time >= self.train_time_interval.total_seconds()
+                due = trainer.strategy.broadcast(due or elapsed)
         if due:
             self._save(trainer, epoch=trainer.current_epoch - 1 if epoch_end else trainer.current_epoch)
+
+    @override
+    def on_validation_end(self, trainer: Trainer, module: TrainModule) -> None:
+        if not trainer.sanity_checking:
+            self._validated_step = trainer.global_step
 
     @override
     def on_train_end(self, trainer: Trainer, module: TrainModule) -> None:
@@ -143,7 +177,8 @@ class ModelCheckpoint(Callback):
         def field(match: re.Match[str]) -> str:
             name, spec = match.group(1), (match.group(2) or "")
             value = values.get(name, math.nan)
-            return f"{name}={format(value, spec[1:]) if spec else value}"
+            text = format(value, spec[1:]) if spec else str(value)
+            return f"{name}={text}" if self.auto_insert_metric_name else text
 
         return _FIELD.sub(field, template).replace("/", "_")
 
@@ -154,7 +189,7 @@ class ModelCheckpoint(Callback):
         """Save the run as it is now; ``epoch`` is the epoch the checkpoint belongs to (for the file name)."""
         score = self._score(trainer)
         dirpath = self.resolve_dirpath(trainer)
-        path = dirpath / f"{self._format(trainer, epoch)}{self.FILE_EXTENSION}"
+        path = self._versioned(dirpath / f"{self._format(trainer, epoch)}{self.FILE_EXTENSION}")
         keep: list[Path] = []
         if self.save_top_k != 0 and (score is None or not math.isnan(score)):
             if score is None:
@@ -166,40 +201,60 @@ class ModelCheckpoint(Callback):
                 self.best_k_models[str(path)] = score
         if not keep and not self.save_last:
             return
+        # The ranking (and best_model_path) is settled before writing, so the checkpoint's own state names itself
+        # as the best when it is; ckpt_path="best" in a new process reads it from last.ckpt.
+        doomed = self._prune(keep[0]) if keep else []
         self._write(trainer, keep)
-        if keep:
-            self._prune(trainer, keep[0])
+        for old in doomed:
+            if old != self.last_model_path:
+                trainer.strategy.remove_checkpoint(old)
 
     def _worst(self) -> tuple[str, float]:
         pick = max if self.mode == "min" else min
         return pick(self.best_k_models.items(), key=lambda kv: kv[1])
 
-    def _prune(self, trainer: Trainer, newest: Path) -> None:
+    def _prune(self, newest: Path) -> list[str]:
+        """Drop the checkpoints beyond ``save_top_k`` from the ranking; returns their paths (deleted after saving)."""
+        doomed: list[str] = []
         if self.save_top_k == -1:
             pass
         elif self.monitor is None:
             ordered = sorted(self.best_k_models.items(), key=lambda kv: kv[1])
-            for old, _ in ordered[: max(len(ordered) - self.save_top_k, 0)]:
-                self._remove(trainer, old)
+            doomed = [old for old, _ in ordered[: max(len(ordered) - self.save_top_k, 0)]]
+            for old in doomed:
+                del self.best_k_models[old]
         else:
             while len(self.best_k_models) > self.save_top_k:
-                self._remove(trainer, self._worst()[0])
+                doomed.append(self._worst()[0])
+                del self.best_k_models[doomed[-1]]
         if self.monitor is not None and self.best_k_models:
             pick = min if self.mode == "min" else max
             self.best_model_path, self.best_model_score = pick(self.best_k_models.items(), key=lambda kv: kv[1])
         else:
             self.best_model_path = str(newest)
+        return doomed
 
-    def _remove(self, trainer: Trainer, path: str) -> None:
-        del self.best_k_models[path]
-        if path != self.last_model_path:
-            trainer.strategy.remove_checkpoint(path)
+    def _versioned(self, path: Path) -> Path:
+        """``path``, or ``name-vN`` beside it when a file this callback does not own is already there."""
+        if not self.enable_version_counter:
+            return path
+        candidate, version = path, 1
+        while candidate.exists() and str(candidate) not in self.best_k_models and \
+                str(candidate) != self.last_model_path:
+            candidate = path.with_name(f"{path.stem}-v{version}{path.suffix}")
+            version += 1
+        return candidate
 
     def _write(self, trainer: Trainer, paths: list[Path]) -> None:
         targets = list(paths)
         if self.save_last:
-            last = self.resolve_dirpath(trainer) / f"{self.LAST_NAME}{self.FILE_EXTENSION}"
+            last = self._versioned(self.resolve_dirpath(trainer) / f"{self.LAST_NAME}{self.FILE_EXTENSION}")
             targets.append(last)
             self.last_model_path = str(last)
         trainer._save_checkpoint_to(targets, weights_only=self.save_weights_only)
         self._saved_step = trainer.global_step
+        self._last_time = time.monotonic()
+        if self.verbose and trainer.is_global_zero:
+            score = f" ({self.monitor}={self.best_k_models[str(paths[0])]:.6g})" if paths and self.monitor else ""
+            print(f"Epoch {trainer.current_epoch}, global step {trainer.global_step}: saved "
+                  f"{', '.join(str(p) for p in targets)}{score}")

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["run"]
+__all__ = ["build_objects", "run"]
 
 _STAGES = ("fit", "validate", "test", "predict")
 _DESCRIPTION = "Train, validate, test or predict with a TrainModule, configured from the command line or YAML."
@@ -32,7 +32,11 @@ def _config_dirs(argv: list[str]) -> list[str]:
     return found
 
 
-def _stage_parser(stage: str) -> Any:
+def _stage_parser(stage: str, *, model_class: type | None = None, data_class: type | None = None,
+                  subclass_mode_model: bool = False, subclass_mode_data: bool = False,
+                  trainer_class: type | None = None, seed_default: int | bool = True, **parser_kwargs: Any) -> Any:
+    """The parser of one stage. With a ``model_class`` (``XtrainCLI``), its arguments are options of their own
+    (``--model.lr``) unless ``subclass_mode_model`` asks for a ``class_path``; the same for ``data_class``."""
     import torch
     from jsonargparse import ActionConfigFile, ArgumentParser
 
@@ -42,13 +46,19 @@ def _stage_parser(stage: str) -> Any:
     from xtrain.core.trainer import Trainer
 
     import_public_classes()
-    parser = ArgumentParser(description=f"xtrain {stage}", exit_on_error=True)
+    parser = ArgumentParser(**{"description": f"xtrain {stage}", "exit_on_error": True, **parser_kwargs})
     parser.add_argument("--config", action=ActionConfigFile, help="A YAML config; repeat to merge several in order.")
-    parser.add_argument("--seed_everything", type=int | bool, default=True,
+    parser.add_argument("--seed_everything", type=int | bool, default=seed_default,
                         help="Seed every generator: an int, True for a random seed (recorded), or False.")
-    parser.add_class_arguments(Trainer, "trainer", fail_untyped=False, instantiate=False)
-    parser.add_subclass_arguments(TrainModule, "model", required=True)
-    parser.add_subclass_arguments(DataModule, "data", required=False)
+    parser.add_class_arguments(trainer_class or Trainer, "trainer", fail_untyped=False, instantiate=False)
+    if model_class is not None and not subclass_mode_model:
+        parser.add_class_arguments(model_class, "model", fail_untyped=False, instantiate=False)
+    else:
+        parser.add_subclass_arguments(model_class or TrainModule, "model", required=True)
+    if data_class is not None and not subclass_mode_data:
+        parser.add_class_arguments(data_class, "data", fail_untyped=False, instantiate=False)
+    else:
+        parser.add_subclass_arguments(data_class or DataModule, "data", required=False)
     if stage == "fit":
         parser.add_subclass_arguments(torch.optim.Optimizer, "optimizer", skip={"params"}, required=False,
                                       instantiate=False)
@@ -116,30 +126,47 @@ def _optimizer_patch(module: Any, optimizer: Any, scheduler: Any) -> None:
     module.configure_optimizers = configure
 
 
-def _run_stage(parser: Any, stage: str, cfg: Any) -> int:
+def build_objects(stage_parser: Any, cfg: Any, *, model_class: type | None = None, data_class: type | None = None,
+                  trainer_class: type | None = None, with_optimizer: bool = True) -> tuple[Any, Any, Any]:
+    """Seed, then build the module, the data module (or ``None``) and the Trainer that ``cfg`` describes."""
     import random
 
     from xtrain.core._internal.cli.instantiate import SaveConfig, instantiate
     from xtrain.core.seed import seed_everything
     from xtrain.core.trainer import Trainer
 
-    stage_parser = _stage_parser(stage)
     seed = cfg.seed_everything
     if seed is True:
         seed = random.randint(0, 2**31 - 1)
         cfg.seed_everything = seed
     if seed is not False:
         seed_everything(int(seed))
-    module = instantiate(cfg.model)
-    data = instantiate(cfg.data) if cfg.get("data") else None
+    module = _build_part(cfg.model, model_class)
+    data = _build_part(cfg.data, data_class) if cfg.get("data") else None
     trainer_kwargs = instantiate(cfg.trainer, as_kwargs=True)
     callbacks = trainer_kwargs.get("callbacks") or []
     callbacks = list(callbacks) if isinstance(callbacks, (list, tuple)) else [callbacks]
     trainer_kwargs["callbacks"] = [*callbacks, SaveConfig(stage_parser.dump(cfg, skip_none=False))]
-    trainer = Trainer(**trainer_kwargs)
-    if stage == "fit" and cfg.get("optimizer"):
+    trainer = (trainer_class or Trainer)(**trainer_kwargs)
+    if with_optimizer and cfg.get("optimizer"):
         _optimizer_patch(module, cfg.optimizer, cfg.get("lr_scheduler"))
+    return module, data, trainer
+
+
+def _build_part(cfg: Any, cls: type | None) -> Any:
+    from xtrain.core._internal.cli.instantiate import instantiate
+
+    if cls is not None and "class_path" not in (cfg.as_dict() if hasattr(cfg, "as_dict") else cfg):
+        return cls(**instantiate(cfg, as_kwargs=True))
+    return instantiate(cfg)
+
+
+def _run_stage(parser: Any, stage: str, cfg: Any) -> int:
+    stage_parser = _stage_parser(stage)
+    module, data, trainer = build_objects(stage_parser, cfg, with_optimizer=stage == "fit")
     kwargs: dict[str, Any] = {"datamodule": data, "ckpt_path": cfg.ckpt_path}
+    if stage in ("validate", "test"):
+        kwargs["verbose"] = False  # the results are printed below, one line per dataloader
     result = getattr(trainer, stage)(module, **kwargs)
     if stage == "fit" and trainer.is_global_zero:
         metrics = ", ".join(f"{k}={float(v):.4f}" for k, v in sorted(trainer.callback_metrics.items()))

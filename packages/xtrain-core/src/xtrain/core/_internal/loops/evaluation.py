@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import inspect
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
+from xtrain.core._internal.hook_overrides import batch_preparer, enter_eval, leave_eval
 from xtrain.core._internal.progress_signal import PROGRESS
+from xtrain.core._internal.step_signature import step_args
 
 if TYPE_CHECKING:
     from xtrain.core.strategy import Strategy
@@ -33,13 +34,6 @@ def _no_grad(trainer: Trainer) -> AbstractContextManager[Any]:
     return torch.no_grad()
 
 
-def _takes_dataloader_idx(fn: Any) -> bool:
-    try:
-        return "dataloader_idx" in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 def run_evaluation(trainer: Trainer, stage: EvalStage, loaders: list[Any], limits: list[float]) -> dict[str, float]:
     """Run ``validation_step``/``test_step`` over ``loaders``; returns the epoch metrics sent to the loggers."""
     prefix = _PREFIX[stage]
@@ -48,10 +42,11 @@ def run_evaluation(trainer: Trainer, stage: EvalStage, loaders: list[Any], limit
     strategy = trainer.strategy
     hooks = trainer._hooks
     was_training = module.training
-    module.eval()
+    enter_eval(module, prefix)
+    prepare = batch_preparer(trainer)
     trainer._metrics.begin(stage)
     PROGRESS.begin(stage)
-    with_idx = len(loaders) > 1 and _takes_dataloader_idx(getattr(module, step_name))
+    make_args = step_args(getattr(module, step_name), several_loaders=len(loaders) > 1)
     hooks.call(f"on_{prefix}_start")
     hooks.call(f"on_{prefix}_epoch_start")
     on_start = hooks.get(f"on_{prefix}_batch_start")
@@ -61,12 +56,11 @@ def run_evaluation(trainer: Trainer, stage: EvalStage, loaders: list[Any], limit
             for batch_idx, batch in enumerate(loader):
                 if batch_idx >= limit:
                     break
-                batch = prepare_batch(strategy, batch)
+                batch = prepare(batch, dl_idx)
                 trainer._metrics.batch = batch
                 for fn in on_start:
                     fn(batch, batch_idx, dl_idx)
-                args = (batch, batch_idx, dl_idx) if with_idx else (batch, batch_idx)
-                output = strategy.run_step(step_name, *args)  # type: ignore[arg-type]
+                output = strategy.run_step(step_name, *make_args(batch, batch_idx, dl_idx))  # type: ignore[arg-type]
                 PROGRESS.step(stage)
                 for fn in on_end:
                     fn(output, batch, batch_idx, dl_idx)
@@ -76,7 +70,7 @@ def run_evaluation(trainer: Trainer, stage: EvalStage, loaders: list[Any], limit
     results.update(trainer._flush_epoch_end_logs(log=stage != "sanity_check"))
     hooks.call(f"on_{prefix}_end")
     if was_training:
-        module.train()
+        leave_eval(module, prefix)
     trainer._metrics.switch("train")
     return results
 
@@ -86,9 +80,10 @@ def run_predict(trainer: Trainer, loaders: list[Any], limits: list[float]) -> li
     module = trainer.module
     strategy = trainer.strategy
     hooks = trainer._hooks
-    module.eval()
+    enter_eval(module, "predict")
+    prepare = batch_preparer(trainer)
     PROGRESS.begin("predict")
-    with_idx = len(loaders) > 1 and _takes_dataloader_idx(module.predict_step)
+    make_args = step_args(module.predict_step, several_loaders=len(loaders) > 1)
     hooks.call("on_predict_start")
     hooks.call("on_predict_epoch_start")
     outputs: list[list[Any]] = []
@@ -98,10 +93,9 @@ def run_predict(trainer: Trainer, loaders: list[Any], limits: list[float]) -> li
             for batch_idx, batch in enumerate(loader):
                 if batch_idx >= limit:
                     break
-                batch = prepare_batch(strategy, batch)
+                batch = prepare(batch, dl_idx)
                 hooks.call("on_predict_batch_start", batch, batch_idx, dl_idx)
-                args = (batch, batch_idx, dl_idx) if with_idx else (batch, batch_idx)
-                prediction = strategy.run_step("predict_step", *args)  # type: ignore[arg-type]
+                prediction = strategy.run_step("predict_step", *make_args(batch, batch_idx, dl_idx))
                 PROGRESS.step("predict")
                 hooks.call("on_predict_batch_end", prediction, batch, batch_idx, dl_idx)
                 found.append(prediction)

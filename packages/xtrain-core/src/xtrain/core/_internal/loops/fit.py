@@ -14,9 +14,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from xtrain.core._internal.data import resumable_sampler
-from xtrain.core._internal.loops.evaluation import prepare_batch
+from xtrain.core._internal.hook_overrides import batch_preparer, module_overrides
+from xtrain.core._internal.loops.hooked_step import STEP_HOOKS, hooked_optimizer_step
 from xtrain.core._internal.progress_signal import PROGRESS
+from xtrain.core._internal.run_flags import min_reached, reload_due
 from xtrain.core._internal.sampler import SeededBatchSampler
+from xtrain.core._internal.step_signature import step_args
 from xtrain.core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -41,11 +44,15 @@ class FitLoop:
     def __init__(self, trainer: Trainer) -> None:
         self.trainer = trainer
         self._deadline = math.inf
+        self._step_args = step_args(trainer.module.training_step)
+        self._prepare = batch_preparer(trainer)
+        self._hooked_step = any(module_overrides(trainer.module, name) for name in STEP_HOOKS)
 
     def done(self) -> bool:
         t = self.trainer
         p = t._progress
-        return (t.should_stop or (t.max_steps != -1 and p.global_step >= t.max_steps)
+        stop = t.should_stop and (t._preemption.preempted or min_reached(t._flags, p.epoch, p.global_step))
+        return (stop or (t.max_steps != -1 and p.global_step >= t.max_steps)
                 or (t.max_epochs != -1 and p.epoch >= t.max_epochs) or time.monotonic() >= self._deadline)
 
     def run(self) -> None:
@@ -62,6 +69,8 @@ class FitLoop:
     def _epoch(self) -> None:
         t = self.trainer
         p = t._progress
+        if reload_due(t._flags, p.epoch) and p.batches_in_epoch == 0:
+            t._setup_dataloaders("fit")
         loader = t.train_dataloader
         sampler = resumable_sampler(loader)
         resumed = p.batches_in_epoch > 0
@@ -113,7 +122,6 @@ class FitLoop:
         """Run the epoch's remaining batches; returns whether the epoch ran to its end."""
         t = self.trainer
         p = t._progress
-        strategy = t.strategy
         on_start = t._hooks.get("on_train_batch_start")
         on_end = t._hooks.get("on_train_batch_end")
         save_point = t._hooks.get("on_save_point")
@@ -123,7 +131,7 @@ class FitLoop:
                 batch = next(data)
             except StopIteration:
                 break
-            batch = prepare_batch(strategy, batch)
+            batch = self._prepare(batch, 0)
             t._metrics.batch = batch
             for fn in on_start:
                 fn(batch, batch_idx)
@@ -152,12 +160,19 @@ class FitLoop:
         t = self.trainer
         strategy = t.strategy
         if not t.module.automatic_optimization:
-            output = strategy.run_step("training_step", batch, batch_idx)
-            t._progress.global_step += 1
-            t._after_optimizer_step()
-            return output, True
+            # As in Lightning, global_step counts the optimizer steps training_step took (two optimizers: two).
+            optimizers = t._strategy_optimizers()
+            before = sum(opt.steps for opt in optimizers)
+            output = strategy.run_step("training_step", *self._step_args(batch, batch_idx, 0))
+            steps = sum(opt.steps for opt in optimizers) - before
+            t._progress.global_step += steps
+            if steps:
+                t._after_optimizer_step(stepped=False)
+            return output, steps > 0
         accumulate = t.accumulate_grad_batches
         accumulating = accumulate > 1 and (batch_idx + 1) % accumulate != 0 and not last
+        if self._hooked_step and not accumulating:
+            return self._user_optimizer_step(batch, batch_idx)
         if accumulate > 1 and not strategy.handles_gradient_accumulation:
             with strategy.no_backward_sync(accumulating):
                 output, loss = self._forward_backward(batch, batch_idx, accumulate)
@@ -182,9 +197,19 @@ class FitLoop:
         t._after_optimizer_step(stepped)
         return output, True
 
+    def _user_optimizer_step(self, batch: Any, batch_idx: int) -> tuple[Any, bool]:
+        t = self.trainer
+        accumulate = 1 if t.strategy.handles_gradient_accumulation else t.accumulate_grad_batches
+        output, steps = hooked_optimizer_step(t, self._forward_backward, batch, batch_idx, accumulate)
+        if not steps:
+            return output, False
+        t._progress.global_step += steps
+        t._after_optimizer_step(True)
+        return output, True
+
     def _forward_backward(self, batch: Any, batch_idx: int, accumulate: int) -> tuple[Any, torch.Tensor | None]:
         t = self.trainer
-        output = t.strategy.run_step("training_step", batch, batch_idx)
+        output = t.strategy.run_step("training_step", *self._step_args(batch, batch_idx, 0))
         loss = _loss_of(output)
         if loss is None:
             return output, None
@@ -207,7 +232,8 @@ class FitLoop:
         t._flush_epoch_end_logs()
         if not completed:
             return
-        t._step_schedulers("epoch")
+        if t.module.automatic_optimization:  # under manual optimization training_step steps its schedulers
+            t._step_schedulers("epoch")
         p.epoch += 1
         p.batches_in_epoch = 0
         t._check_preemption()

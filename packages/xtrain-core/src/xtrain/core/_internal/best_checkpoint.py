@@ -1,0 +1,41 @@
+"""``ckpt_path="best"`` in a new process: the best path recorded by ModelCheckpoint in the run's newest ``last``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from xtrain.core.errors import CheckpointError
+
+if TYPE_CHECKING:
+    from xtrain.core.trainer import Trainer
+
+__all__ = ["best_from_last_checkpoint", "default_ckpt_path"]
+
+
+def best_from_last_checkpoint(trainer: Trainer) -> str | None:
+    """The ``best_model_path`` saved in the newest ``last`` checkpoint file, when it still exists."""
+    from xtrain.core.defaults.torch_io import read_checkpoint_file
+
+    candidates = [Path(p) for cb in trainer.checkpoint_callbacks for p in cb.last_checkpoint_candidates(trainer)]
+    files = sorted((p for p in candidates if p.is_file()), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    keys = {cb.state_key for cb in trainer.checkpoint_callbacks}
+    for file in files:
+        try:
+            states = read_checkpoint_file(file).get("callbacks", {})
+        except CheckpointError:
+            continue
+        ordered = sorted(states.items(), key=lambda kv: kv[0] not in keys)
+        for key, state in ordered:
+            best = state.get("best_model_path") if key.startswith("ModelCheckpoint") else None
+            if best and Path(best).exists():
+                return str(best)
+    return None
+
+
+def default_ckpt_path(trainer: Trainer, model: Any, ckpt_path: str | Path | None) -> str | Path | None:
+    """``validate``/``test``/``predict`` without a model after ``fit``: the best checkpoint of that fit, as in
+    Lightning (with a model, or without a best checkpoint, the current weights)."""
+    if ckpt_path is not None or model is not None or trainer.state != "fit":
+        return ckpt_path
+    return "best" if any(cb.best_model_path for cb in trainer.checkpoint_callbacks) else None

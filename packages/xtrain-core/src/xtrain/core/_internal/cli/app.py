@@ -1,0 +1,86 @@
+"""``XtrainCLI``: the ``xtrain`` command's parser and object building, usable from a user's own script."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from xtrain.core._internal.cli.main import _STAGES, _stage_parser, build_objects
+
+__all__ = ["XtrainCLI"]
+
+
+class XtrainCLI:
+    """Parse the command line (or ``args``) into a module, a data module and a Trainer, and optionally run a stage.
+
+    ``python train.py fit --model.lr 0.1 --trainer.max_epochs 3`` with ``XtrainCLI(MyModel, MyData)`` in
+    ``train.py``; with ``run=False`` there is no subcommand (``python train.py --model.lr 0.1``) and the script uses
+    ``cli.model``, ``cli.datamodule`` and ``cli.trainer`` itself.
+
+    Args:
+        model_class: The TrainModule class whose ``__init__`` arguments become ``--model.*`` options (``None``: any
+            TrainModule chosen by ``--model.class_path``).
+        datamodule_class: The same for ``--data.*``.
+        trainer_class: The Trainer class to build.
+        trainer_defaults: Defaults for Trainer arguments (``{"max_epochs": 5}``).
+        seed_everything_default: The default of ``--seed_everything``.
+        parser_kwargs: Extra arguments of the ``jsonargparse.ArgumentParser`` (e.g. ``default_config_files``).
+        subclass_mode_model: Take ``--model.class_path`` of any subclass of ``model_class``.
+        subclass_mode_data: Take ``--data.class_path`` of any subclass of ``datamodule_class``.
+        args: Arguments to parse instead of ``sys.argv`` (a list of strings, or a dict of the configuration).
+        run: Expect a subcommand (``fit``, ``validate``, ``test``, ``predict``) and run it.
+
+    Attributes:
+        config: The parsed configuration (of the subcommand, when ``run``).
+        subcommand: The stage run (``None`` without ``run``).
+        model: The module.
+        datamodule: The data module, or ``None``.
+        trainer: The Trainer.
+    """
+
+    def __init__(self, model_class: type | None = None, datamodule_class: type | None = None, *,
+                 trainer_class: type | None = None, trainer_defaults: Mapping[str, Any] | None = None,
+                 seed_everything_default: int | bool = True, parser_kwargs: Mapping[str, Any] | None = None,
+                 subclass_mode_model: bool = False, subclass_mode_data: bool = False,
+                 args: list[str] | Mapping[str, Any] | None = None, run: bool = True) -> None:
+        from jsonargparse import ArgumentParser
+
+        options: dict[str, Any] = {"model_class": model_class, "data_class": datamodule_class,
+                                   "subclass_mode_model": subclass_mode_model, "subclass_mode_data": subclass_mode_data,
+                                   "trainer_class": trainer_class, "seed_default": seed_everything_default,
+                                   **dict(parser_kwargs or {})}
+        defaults = {f"trainer.{k}": v for k, v in (trainer_defaults or {}).items()}
+
+        def stage_parser(stage: str) -> Any:
+            parser = _stage_parser(stage, **options)
+            if defaults:
+                parser.set_defaults(defaults)
+            return parser
+
+        self.subcommand: str | None = None
+        if run:
+            parser = ArgumentParser(prog=sys.argv[0], exit_on_error=True)
+            commands = parser.add_subcommands(dest="subcommand")
+            for stage in _STAGES:
+                commands.add_subcommand(stage, stage_parser(stage), help=f"{stage} the model")
+            root = self._parse(parser, args)
+            self.subcommand = str(root.subcommand)
+            self.config = root[self.subcommand]
+            used = stage_parser(self.subcommand)
+        else:
+            used = stage_parser("fit")
+            self.config = self._parse(used, args)
+        self.model, self.datamodule, self.trainer = build_objects(
+            used, self.config, model_class=model_class if not subclass_mode_model else None,
+            data_class=datamodule_class if not subclass_mode_data else None, trainer_class=trainer_class,
+            with_optimizer=self.subcommand in (None, "fit"))
+        if self.subcommand is not None:
+            kwargs: dict[str, Any] = {"datamodule": self.datamodule, "ckpt_path": self.config.ckpt_path}
+            getattr(self.trainer, self.subcommand)(self.model, **kwargs)
+
+    @staticmethod
+    def _parse(parser: Any, args: list[str] | Mapping[str, Any] | None) -> Any:
+        if isinstance(args, Mapping):
+            return parser.parse_object(dict(args))
+        return parser.parse_args(args)

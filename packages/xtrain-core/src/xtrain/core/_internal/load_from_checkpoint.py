@@ -1,0 +1,101 @@
+"""``load_from_checkpoint``: rebuild a module or data module from the hyperparameters a checkpoint saved.
+
+The file is read with ``weights_only=True`` (nothing in it can run code); the class is then constructed from the
+saved hyperparameters, updated with the caller's overrides, and the module's weights are loaded into it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from argparse import Namespace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+
+from xtrain.core._internal.model_setup import mark_configured
+from xtrain.core.defaults.torch_io import read_checkpoint_file
+from xtrain.core.errors import CheckpointError
+
+__all__ = ["load_datamodule", "load_module", "read_for_loading"]
+
+_T = TypeVar("_T")
+
+
+def read_for_loading(path: str | Path, map_location: Any) -> dict[str, Any]:
+    """Read a single-file checkpoint safely; a sharded directory is refused with the command that consolidates it."""
+    file = Path(path)
+    if file.is_dir():
+        raise CheckpointError(f"checkpoint {str(file)!r} is a sharded checkpoint directory; load_from_checkpoint reads "
+                              f"one file. Run: xtrain checkpoint consolidate {file} {file.with_suffix('.ckpt')}")
+    if map_location is None and not torch.cuda.is_available():
+        map_location = "cpu"
+    return read_checkpoint_file(file, map_location=map_location)
+
+
+def _init_kwargs(cls: type, checkpoint: dict[str, Any], prefix: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    saved = checkpoint.get(f"{prefix}hyper_parameters") or {}
+    if not isinstance(saved, dict):
+        raise CheckpointError(f"checkpoint entry {prefix}hyper_parameters is a {type(saved).__name__}, not a dict.")
+    kwargs: dict[str, Any] = dict(saved)
+    kwargs.update(overrides)
+    signature = inspect.signature(cls.__init__)  # type: ignore[misc]
+    params = signature.parameters
+    name = checkpoint.get(f"{prefix}hparams_name")
+    if name and name in params:
+        whole: Any = Namespace(**kwargs) if checkpoint.get(f"{prefix}hparams_type") == "Namespace" else kwargs
+        return {name: whole}
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        kwargs = {k: v for k, v in kwargs.items() if k in params and k != "self"}
+    return kwargs
+
+
+def _construct(cls: type[_T], kwargs: dict[str, Any], path: str | Path) -> _T:
+    try:
+        return cls(**kwargs)
+    except TypeError as err:
+        raise CheckpointError(
+            f"{cls.__name__}(**hyperparameters of {str(path)!r}) failed: {err}. The checkpoint holds "
+            f"{sorted(kwargs)}; pass the missing arguments to load_from_checkpoint (e.g. "
+            f"{cls.__name__}.load_from_checkpoint(path, backbone=...)), and call self.save_hyperparameters() in "
+            f"__init__ so that future checkpoints hold them.") from None
+
+
+def load_module(cls: type[_T], path: str | Path, *, map_location: Any, strict: bool | None,
+                overrides: dict[str, Any]) -> _T:
+    """Build ``cls`` from ``path``'s hyperparameters and load its weights (``strict``: every key must match)."""
+    checkpoint = read_for_loading(path, map_location)
+    state = checkpoint.get("state_dict")
+    if not isinstance(state, dict):
+        raise CheckpointError(f"checkpoint {str(path)!r} has no 'state_dict' entry, so it holds no module weights.")
+    module = _construct(cls, _init_kwargs(cls, checkpoint, "", overrides), path)
+    assert isinstance(module, torch.nn.Module)
+    module.configure_model()  # type: ignore[operator]
+    mark_configured(module)
+    module.on_load_checkpoint(checkpoint)  # type: ignore[operator]
+    try:
+        result = module.load_state_dict(state, strict=strict is not False)
+    except RuntimeError as err:
+        raise CheckpointError(f"the weights in {str(path)!r} do not fit {cls.__name__}: {err}. Pass strict=False to "
+                              f"load the keys that match.") from None
+    if strict is False and (result.missing_keys or result.unexpected_keys):
+        warnings.warn(f"{cls.__name__}.load_from_checkpoint({str(path)!r}, strict=False): missing keys "
+                      f"{result.missing_keys}, unexpected keys {result.unexpected_keys}.", UserWarning, stacklevel=3)
+    device = next((t.device for t in state.values() if isinstance(t, torch.Tensor)), None)
+    if device is not None:
+        module.to(device)
+    return module
+
+
+def load_datamodule(cls: type[_T], path: str | Path, *, map_location: Any, overrides: dict[str, Any]) -> _T:
+    """Build ``cls`` from ``path``'s data module hyperparameters and restore its ``state_dict``."""
+    checkpoint = read_for_loading(path, map_location)
+    datamodule = _construct(cls, _init_kwargs(cls, checkpoint, "datamodule_", overrides), path)
+    on_load = getattr(datamodule, "on_load_checkpoint", None)
+    if on_load is not None:
+        on_load(checkpoint)
+    state = checkpoint.get("datamodule")
+    if isinstance(state, dict):
+        datamodule.load_state_dict(state)  # type: ignore[attr-defined]
+    return datamodule

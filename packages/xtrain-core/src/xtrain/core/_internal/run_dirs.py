@@ -1,0 +1,34 @@
+"""A run that fails before its first optimizer step leaves no ``version_N`` directory behind.
+
+The directories a run's loggers create are noted when logging starts; when the run then fails at step 0 (in the
+sanity check or the first step), the ones it created are removed again, so the next run does not skip a version
+number and nobody looks for logs in an empty directory.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+from xtrain.core.loggers.logger import Logger
+
+__all__ = ["new_log_dirs", "remove_log_dirs"]
+
+
+def new_log_dirs(loggers: Iterable[Logger]) -> list[Path]:
+    """The highest directory on each logger's ``log_dir`` path (below ``save_dir``) that does not exist yet."""
+    found = []
+    for logger in loggers:
+        log_dir = logger.log_dir
+        missing = [p for p in (log_dir.parent, log_dir) if not p.exists()]
+        if missing and logger.save_dir in log_dir.parents:
+            found.append(missing[0])
+    return found
+
+
+def remove_log_dirs(dirs: Iterable[Path]) -> None:
+    """Remove directories a failed run created; anything holding checkpoints is left alone."""
+    for path in dirs:
+        if path.is_dir() and not any(p.suffix == ".ckpt" or p.name == "checkpoints" for p in path.rglob("*")):
+            shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,82 @@
+"""What the Trainer's behaviour switches (``RunFlags``) do: each is one small function the Trainer or a loop calls.
+
+``overfit_batches`` (the same first batches every epoch, unshuffled), ``min_epochs``/``min_steps`` (a stop request
+waits for them), ``reload_dataloaders_every_n_epochs``, ``sync_batchnorm``, ``detect_anomaly``, ``benchmark`` and a
+wall-clock ``val_check_interval``.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import AbstractContextManager, nullcontext
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
+
+from xtrain.core._internal.trainer_args import RunFlags
+
+if TYPE_CHECKING:
+    from xtrain.core.strategy import Strategy
+
+__all__ = ["ValClock", "anomaly_detection", "apply_benchmark", "min_reached", "reload_due", "sync_batchnorm",
+           "unshuffled"]
+
+
+def apply_benchmark(flags: RunFlags) -> None:
+    """Set cuDNN's autotuner when ``benchmark`` was given (``None`` leaves torch's setting alone)."""
+    if flags.benchmark is not None:
+        torch.backends.cudnn.benchmark = flags.benchmark
+
+
+def anomaly_detection(flags: RunFlags) -> AbstractContextManager[Any]:
+    """``torch.autograd.detect_anomaly`` around training when asked (slow: it checks every backward op)."""
+    return torch.autograd.set_detect_anomaly(True) if flags.detect_anomaly else nullcontext()
+
+
+def sync_batchnorm(flags: RunFlags, module: torch.nn.Module, world_size: int) -> None:
+    """Replace the module's BatchNorm layers by SyncBatchNorm (in place) when training on several processes."""
+    if flags.sync_batchnorm and world_size > 1:
+        converted = torch.nn.SyncBatchNorm.convert_sync_batchnorm(module)
+        assert converted is module
+
+
+def unshuffled(loader: Any) -> Any:
+    """``loader`` reading in order (``overfit_batches`` trains on the same first batches every epoch)."""
+    if not isinstance(loader, DataLoader) or not isinstance(loader.sampler, RandomSampler):
+        return loader
+    from xtrain.core._internal.data import copy_dataloader
+
+    sampler = SequentialSampler(loader.dataset)  # type: ignore[arg-type]
+    batch_sampler = loader.batch_sampler
+    assert batch_sampler is not None
+    return copy_dataloader(loader, sampler=sampler, batch_sampler=BatchSampler(
+        sampler, batch_sampler.batch_size, batch_sampler.drop_last))  # type: ignore[attr-defined]
+
+
+def min_reached(flags: RunFlags, epoch: int, global_step: int) -> bool:
+    """Whether a stop request (early stopping) may end training now."""
+    return epoch >= flags.min_epochs and global_step >= flags.min_steps
+
+
+def reload_due(flags: RunFlags, epoch: int) -> bool:
+    """Whether the dataloaders are requested again at the start of ``epoch``."""
+    every = flags.reload_dataloaders_every_n_epochs
+    return every > 0 and epoch > 0 and epoch % every == 0
+
+
+class ValClock:
+    """Wall-clock validation cadence; rank 0's clock decides for every rank."""
+
+    def __init__(self, interval: timedelta) -> None:
+        self.interval = interval.total_seconds()
+        self.last = time.monotonic()
+
+    def due(self, strategy: Strategy) -> bool:
+        elapsed = time.monotonic() - self.last >= self.interval
+        return bool(strategy.broadcast(elapsed)) if strategy.world_size > 1 else elapsed
+
+    def reset(self) -> None:
+        self.last = time.monotonic()
+

@@ -1,0 +1,606 @@
+"""Behaviours that scripts written for Lightning 2.x rely on, under xtrain's names (issue 18)."""
+
+from __future__ import annotations
+
+from argparse import Namespace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from xtrain.core import CheckpointError, ConfigError, DataModule, Trainer, TrainModule
+from xtrain.core.testing import TinyClassifier, TinyData, tiny_dataset, tiny_loaders
+
+
+def quiet(**kwargs: Any) -> Trainer:
+    defaults: dict[str, Any] = {"enable_progress_bar": False, "enable_model_summary": False, "logger": False,
+                                "enable_checkpointing": False, "limit_train_batches": 4, "limit_val_batches": 2,
+                                "num_sanity_val_steps": 0}
+    return Trainer(**{**defaults, **kwargs})
+
+
+# -- (a) load_from_checkpoint -------------------------------------------------------------------------------------
+class Wide(TinyClassifier):
+    def __init__(self, hidden: int = 32, lr: float = 0.1, backbone: torch.nn.Module | None = None) -> None:
+        super().__init__(lr=lr)
+        self.save_hyperparameters(ignore=["backbone"])
+        self.net = torch.nn.Sequential(torch.nn.Linear(16, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 4))
+        self.backbone = backbone
+
+
+def test_load_from_checkpoint_rebuilds_from_hparams(tmp_path: Path) -> None:
+    module = Wide(hidden=12, lr=0.05)
+    trainer = quiet(max_steps=3)
+    dm = TinyData(batch_size=8)
+    trainer.fit(module, datamodule=dm)
+    trainer.save_checkpoint(tmp_path / "w.ckpt")
+    loaded = Wide.load_from_checkpoint(tmp_path / "w.ckpt", map_location="cpu")
+    assert loaded.hparams.hidden == 12 and loaded.hparams.lr == 0.05 and "backbone" not in loaded.hparams
+    for a, b in zip(module.state_dict().values(), loaded.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    overridden = Wide.load_from_checkpoint(str(tmp_path / "w.ckpt"), lr=0.5)
+    assert overridden.hparams.lr == 0.5 and overridden.hparams.hidden == 12
+    with pytest.raises(CheckpointError, match="strict=False"):
+        Wide.load_from_checkpoint(tmp_path / "w.ckpt", hidden=7)
+    dm2 = TinyData.load_from_checkpoint(tmp_path / "w.ckpt")
+    assert dm2.batch_size == 8
+    ckpt = torch.load(tmp_path / "w.ckpt", weights_only=True)
+    assert ckpt["global_step"] == 3 and ckpt["epoch"] == 0
+
+
+def test_load_from_checkpoint_strict_false_warns(tmp_path: Path) -> None:
+    class Extra(Wide):
+        def __init__(self, hidden: int = 32, lr: float = 0.1) -> None:
+            super().__init__(hidden=hidden, lr=lr)
+            self.head = torch.nn.Linear(4, 2)
+
+    module = Wide(hidden=8)
+    trainer = quiet(max_steps=1)
+    trainer.fit(module, tiny_loaders()[0])
+    trainer.save_checkpoint(tmp_path / "w.ckpt")
+    with pytest.warns(UserWarning, match="missing keys"):
+        loaded = Extra.load_from_checkpoint(tmp_path / "w.ckpt", strict=False)
+    assert loaded.hparams.hidden == 8
+
+
+# -- (b) save_hyperparameters forms ---------------------------------------------------------------------------------
+class FromDict(TinyClassifier):
+    def __init__(self, config: dict[str, Any]) -> None:
+        super().__init__()
+        self.save_hyperparameters(config)
+        self.net = torch.nn.Linear(16, self.hparams.num_classes)
+
+
+class FromNamespace(TinyClassifier):
+    def __init__(self, args: Namespace) -> None:
+        super().__init__()
+        self.save_hyperparameters(args)
+        self.net = torch.nn.Linear(16, args.num_classes)
+
+
+class Named(TrainModule):
+    def __init__(self, a: int, b: int = 2, c: str = "x") -> None:
+        super().__init__()
+        self.save_hyperparameters("a", "c")
+
+
+def test_save_hyperparameters_forms(tmp_path: Path) -> None:
+    module = FromDict({"num_classes": 4, "lr": 0.2})
+    assert module.hparams.num_classes == 4 and module.hparams.lr == 0.2
+    assert dict(Named(1).hparams) == {"a": 1, "c": "x"}
+    ns = FromNamespace(Namespace(num_classes=4, lr=0.3))
+    assert ns.hparams.lr == 0.3
+    class Bad(TrainModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.save_hyperparameters(3)
+
+    with pytest.raises(ConfigError, match="save_hyperparameters"):
+        Bad()
+    for cls, module_ in ((FromDict, module), (FromNamespace, ns)):
+        trainer = quiet(max_steps=1)
+        trainer.fit(module_, tiny_loaders()[0])
+        trainer.save_checkpoint(tmp_path / f"{cls.__name__}.ckpt")
+        loaded = cls.load_from_checkpoint(tmp_path / f"{cls.__name__}.ckpt")
+        assert loaded.hparams.num_classes == 4 and loaded.hparams.lr == module_.hparams.lr
+
+
+# -- (c) step methods without batch_idx -----------------------------------------------------------------------------
+class NoIdx(TinyClassifier):
+    def training_step(self, batch: Any) -> torch.Tensor:  # type: ignore[override]
+        return super().training_step(batch, 0)
+
+    def validation_step(self, batch: Any) -> None:  # type: ignore[override]
+        super().validation_step(batch, 0)
+
+    def test_step(self, batch: Any) -> None:  # type: ignore[override]
+        super().test_step(batch, 0)
+
+    def predict_step(self, batch: Any) -> Any:  # type: ignore[override]
+        return self(batch[0])
+
+
+def test_steps_without_batch_idx() -> None:
+    train, val = tiny_loaders()
+    trainer = quiet(max_steps=4, limit_val_batches=2)
+    module = NoIdx()
+    trainer.fit(module, train, val)
+    assert trainer.global_step == 4
+    (metrics,) = trainer.test(module, val, verbose=False)
+    assert "test_loss" in metrics
+    assert len(trainer.predict(module, val)) == len(val)
+
+
+def test_several_loaders_pass_dataloader_idx_only_when_taken() -> None:
+    seen: list[tuple[int, int]] = []
+
+    class Multi(TinyClassifier):
+        def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+            seen.append((batch_idx, dataloader_idx))
+
+    _, val = tiny_loaders()
+    quiet().validate(Multi(), [val, val], verbose=False)
+    assert {d for _, d in seen} == {0, 1}
+
+
+# -- (d) fit(model, datamodule) positional -------------------------------------------------------------------------
+def test_fit_with_positional_datamodule() -> None:
+    trainer = quiet(max_steps=2)
+    dm = TinyData()
+    trainer.fit(TinyClassifier(), dm)
+    assert trainer.datamodule is dm and trainer.global_step == 2
+    (metrics,) = trainer.validate(TinyClassifier(), dm, verbose=False)
+    assert "val_loss" in metrics
+    with pytest.raises(ConfigError, match="together"):
+        quiet().fit(TinyClassifier(), dm, datamodule=TinyData())
+
+
+# -- (e) module services --------------------------------------------------------------------------------------------
+def test_module_services() -> None:
+    module = TinyClassifier()
+    assert module.dtype == torch.float32 and module.loggers == [] and module.logger is None
+    assert module.local_rank == 0 and module.current_epoch == 0
+    data = {"x": torch.ones(2)}
+    assert module.all_gather(data) is data
+    module.freeze()
+    assert not module.training and not any(p.requires_grad for p in module.parameters())
+    module.unfreeze()
+    assert module.training and all(p.requires_grad for p in module.parameters())
+    first = torch.optim.SGD(module.net[0].parameters(), lr=0.1)
+    module.net[3].weight.requires_grad = False
+    module.toggle_optimizer(first)
+    assert all(p.requires_grad for p in module.net[0].parameters())
+    assert not module.net[3].bias.requires_grad
+    module.untoggle_optimizer(first)
+    assert module.net[3].bias.requires_grad and not module.net[3].weight.requires_grad
+
+
+def test_module_logger_properties(tmp_path: Path) -> None:
+    module = TinyClassifier()
+    trainer = quiet(max_steps=1, logger=True, default_root_dir=tmp_path)
+    trainer.fit(module, tiny_loaders()[0])
+    assert module.logger is trainer.logger and module.loggers == trainer.loggers
+
+
+# -- (f) manual optimization with two optimizers --------------------------------------------------------------------
+class TwoOptimizers(TinyClassifier):
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        first, second = self.optimizers()
+        x, y = batch
+        for opt in (first, second):
+            self.toggle_optimizer(opt)
+            loss = torch.nn.functional.cross_entropy(self(x), y)
+            opt.zero_grad()
+            self.manual_backward(loss)
+            opt.step()
+            self.untoggle_optimizer(opt)
+
+    def configure_optimizers(self) -> Any:
+        return [torch.optim.SGD(self.net[0].parameters(), lr=0.1), torch.optim.SGD(self.net[3].parameters(), lr=0.1)]
+
+
+def test_manual_global_step_counts_optimizer_steps() -> None:
+    trainer = quiet(max_epochs=1, limit_train_batches=6)
+    trainer.fit(TwoOptimizers(), tiny_loaders()[0])
+    assert trainer.global_step == 12
+    trainer = quiet(max_steps=6)
+    trainer.fit(TwoOptimizers(), tiny_loaders()[0])
+    assert trainer.global_step == 6
+
+
+def test_datamodule_checkpoint_hooks(tmp_path: Path) -> None:
+    class Stateful(TinyData):
+        def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+            checkpoint["dm_extra"] = 7
+
+        def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+            self.extra = checkpoint["dm_extra"]
+
+    trainer = quiet(max_steps=1)
+    trainer.fit(TinyClassifier(), datamodule=Stateful())
+    trainer.save_checkpoint(tmp_path / "d.ckpt")
+    assert Stateful.load_from_checkpoint(tmp_path / "d.ckpt").extra == 7
+    dm = Stateful()
+    quiet(max_steps=2).fit(TinyClassifier(), datamodule=dm, ckpt_path=tmp_path / "d.ckpt")
+    assert dm.extra == 7
+
+
+def test_predict_dataloader_without_labels() -> None:
+    loader = DataLoader(tiny_dataset(16).tensors[0], batch_size=8)
+
+    class Plain(TinyClassifier):
+        def predict_step(self, batch: Any) -> Any:  # type: ignore[override]
+            return self(batch)
+
+    out = quiet().predict(Plain(), loader)
+    assert len(out) == 2 and out[0].shape == (8, 4)
+    assert isinstance(DataModule(), DataModule)
+
+
+# -- (g) override hooks ---------------------------------------------------------------------------------------------
+class Hooked(TinyClassifier):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def configure_model(self) -> None:
+        self.calls.append("configure_model")
+        if not hasattr(self, "extra"):
+            self.extra = torch.nn.Linear(2, 2)
+
+    def optimizer_step(self, epoch: int, batch_idx: int, optimizer: Any, optimizer_closure: Any = None) -> None:
+        self.calls.append(f"optimizer_step:{batch_idx}")
+        if batch_idx % 2 == 0:
+            optimizer.step(closure=optimizer_closure)
+        else:
+            optimizer_closure()
+
+    def optimizer_zero_grad(self, epoch: int, batch_idx: int, optimizer: Any) -> None:
+        self.calls.append("zero_grad")
+        optimizer.zero_grad()
+
+    def configure_gradient_clipping(self, optimizer: Any, gradient_clip_val: float | None = None,
+                                    gradient_clip_algorithm: Any = None) -> None:
+        self.calls.append(f"clip:{gradient_clip_val}")
+
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        x, y = batch
+        return x * 0 + 1, y
+
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+        self.calls.append("transfer")
+        return [t.to(device) for t in batch]
+
+    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        x, y = batch
+        assert bool((x == 1).all())
+        return x * 2, y
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        assert bool((batch[0] == 2).all())
+        return super().training_step(batch, batch_idx)
+
+    def on_validation_model_eval(self) -> None:
+        self.calls.append("model_eval")
+        self.eval()
+
+    def on_validation_model_train(self) -> None:
+        self.calls.append("model_train")
+        self.train()
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": torch.optim.lr_scheduler.StepLR(
+            optimizer, step_size=1), "interval": "step"}}
+
+    def lr_scheduler_step(self, scheduler: Any, metric: Any) -> None:
+        self.calls.append("lr_scheduler_step")
+        scheduler.step()
+
+
+def test_override_hooks_replace_the_trainers_actions() -> None:
+    module = Hooked()
+    train, val = tiny_loaders()
+    trainer = quiet(max_epochs=1, limit_train_batches=4, limit_val_batches=1, num_sanity_val_steps=0,
+                    gradient_clip_val=0.5)
+    trainer.fit(module, train, val)
+    assert module.calls[0] == "configure_model" and hasattr(module, "extra")
+    steps = [c for c in module.calls if c.startswith("optimizer_step")]
+    assert steps == [f"optimizer_step:{i}" for i in range(4)]
+    assert trainer.global_step == 2  # the override skipped the step on odd batches
+    assert module.calls.count("zero_grad") == 2 and module.calls.count("clip:0.5") == 4
+    assert module.calls.count("lr_scheduler_step") == 2
+    assert "model_eval" in module.calls and "model_train" in module.calls
+    assert module.calls.count("transfer") == 5  # 4 training batches and 1 validation batch
+
+
+def test_callback_checkpoint_hooks(tmp_path: Path) -> None:
+    from xtrain.core import Callback
+
+    class Saver(Callback):
+        loaded: Any = None
+
+        def on_save_checkpoint(self, trainer: Trainer, module: TrainModule, checkpoint: dict[str, Any]) -> None:
+            checkpoint["saver"] = {"n": 3}
+
+        def on_load_checkpoint(self, trainer: Trainer, module: TrainModule, checkpoint: dict[str, Any]) -> None:
+            self.loaded = checkpoint["saver"]
+
+    trainer = quiet(max_steps=1, callbacks=[Saver()])
+    trainer.fit(TinyClassifier(), tiny_loaders()[0])
+    trainer.save_checkpoint(tmp_path / "c.ckpt")
+    saver = Saver()
+    quiet(max_steps=2, callbacks=[saver]).fit(TinyClassifier(), tiny_loaders()[0], ckpt_path=tmp_path / "c.ckpt")
+    assert saver.loaded == {"n": 3}
+
+
+# -- (h) verbose results table, ckpt_path="best" from a new Trainer ------------------------------------------------
+def test_validate_verbose_prints_table(capsys: pytest.CaptureFixture[str]) -> None:
+    _, val = tiny_loaders()
+    quiet().validate(TinyClassifier(), val)
+    out = capsys.readouterr().out
+    assert "Validate metric" in out and "DataLoader 0" in out and "val_loss" in out
+    quiet().test(TinyClassifier(), val, verbose=False)
+    assert "test_loss" not in capsys.readouterr().out
+
+
+def test_best_checkpoint_found_by_a_new_trainer(tmp_path: Path) -> None:
+    from xtrain.core import ModelCheckpoint
+
+    def make() -> Trainer:
+        return quiet(max_epochs=3, default_root_dir=tmp_path, callbacks=[
+            ModelCheckpoint(tmp_path / "ckpts", monitor="val_loss", save_last=True)])
+
+    train, val = tiny_loaders()
+    first = make()
+    first.fit(TinyClassifier(), train, val)
+    best = first.checkpoint_callback.best_model_path  # type: ignore[union-attr]
+    fresh = make()
+    (metrics,) = fresh.test(TinyClassifier(), val, ckpt_path="best", verbose=False)
+    assert "test_loss" in metrics
+    from xtrain.core._internal.checkpointing import find_checkpoint
+
+    assert find_checkpoint(fresh, "best") == best
+
+
+# -- (i) ModelCheckpoint and EarlyStopping parameters ----------------------------------------------------------------
+def test_model_checkpoint_parameters(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from xtrain.core import ModelCheckpoint
+
+    def run() -> ModelCheckpoint:
+        ckpt = ModelCheckpoint(tmp_path, filename="{epoch}-{val_loss:.2f}", monitor="val_loss", save_top_k=-1,
+                               verbose=True, auto_insert_metric_name=False, save_last=True)
+        train, val = tiny_loaders()
+        quiet(max_epochs=2, callbacks=[ckpt], enable_checkpointing=True).fit(TinyClassifier(), train, val)
+        return ckpt
+
+    run()
+    names = sorted(p.name for p in tmp_path.glob("*.ckpt"))
+    assert len(names) == 3 and "last.ckpt" in names and all("=" not in n for n in names)
+    assert "saved" in capsys.readouterr().out
+    torch.manual_seed(0)
+    second = run()
+    names2 = sorted(p.name for p in tmp_path.glob("*.ckpt"))
+    assert "last-v1.ckpt" in names2 and second.last_model_path.endswith("last-v1.ckpt")
+    assert len(names2) >= 5  # the first run's files were not overwritten
+
+
+def test_model_checkpoint_saves_after_mid_epoch_validation(tmp_path: Path) -> None:
+    from xtrain.core import ModelCheckpoint
+
+    ckpt = ModelCheckpoint(tmp_path, monitor="val_loss", save_top_k=-1, save_on_train_epoch_end=False)
+    train, val = tiny_loaders()
+    quiet(max_epochs=1, val_check_interval=0.5, num_sanity_val_steps=0, callbacks=[ckpt]).fit(
+        TinyClassifier(), train, val)
+    assert len(list(tmp_path.glob("*.ckpt"))) == 2  # after each validation; the epoch end did not save again
+
+
+def test_early_stopping_parameters(capsys: pytest.CaptureFixture[str]) -> None:
+    from xtrain.core import EarlyStopping
+
+    stop = EarlyStopping("missing", strict=False, verbose=True)
+    train, val = tiny_loaders()
+    with pytest.warns(UserWarning, match="not stopping"):
+        quiet(max_epochs=2, callbacks=[stop]).fit(TinyClassifier(), train, val)
+    stop = EarlyStopping("val_loss", verbose=True, stopping_threshold=10.0)
+    trainer = quiet(max_epochs=5, callbacks=[stop])
+    trainer.fit(TinyClassifier(), train, val)
+    assert trainer.current_epoch == 1 and "stopping threshold" in capsys.readouterr().out
+
+
+# -- (j) Trainer flags ----------------------------------------------------------------------------------------------
+def test_overfit_batches_uses_the_same_batches() -> None:
+    seen: list[torch.Tensor] = []
+
+    class Watch(TinyClassifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            seen.append(batch[1].clone())
+            return super().training_step(batch, batch_idx)
+
+    train, val = tiny_loaders()
+    trainer = Trainer(overfit_batches=2, max_epochs=2, logger=False, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(Watch(), train, val)
+    assert len(seen) == 4 and torch.equal(seen[0], seen[2]) and torch.equal(seen[1], seen[3])
+    assert trainer._val_limits == [2]
+
+
+def test_min_epochs_and_min_steps_hold_off_early_stopping() -> None:
+    from xtrain.core import EarlyStopping
+
+    train, val = tiny_loaders()
+    trainer = quiet(max_epochs=6, min_epochs=4, callbacks=[EarlyStopping("val_loss", stopping_threshold=100.0)])
+    trainer.fit(TinyClassifier(), train, val)
+    assert trainer.current_epoch == 4
+    trainer = quiet(max_epochs=6, min_steps=10, callbacks=[EarlyStopping("val_loss", stopping_threshold=100.0)])
+    trainer.fit(TinyClassifier(), train, val)
+    assert trainer.global_step == 10  # stopped as soon as min_steps was reached, mid-epoch
+
+
+def test_reload_dataloaders_every_n_epochs() -> None:
+    calls: list[int] = []
+
+    class Counting(TinyData):
+        def train_dataloader(self) -> DataLoader[Any]:
+            calls.append(1)
+            return super().train_dataloader()
+
+    quiet(max_epochs=4, reload_dataloaders_every_n_epochs=2).fit(TinyClassifier(), datamodule=Counting())
+    assert len(calls) == 2  # at the start and before epoch 2
+
+
+def test_barebones_benchmark_anomaly_and_time_interval(tmp_path: Path) -> None:
+    from xtrain.core import ModelCheckpoint
+
+    trainer = Trainer(barebones=True, max_steps=2, default_root_dir=tmp_path, benchmark=False, detect_anomaly=True)
+    assert not trainer.loggers and not trainer.checkpoint_callbacks and trainer.num_sanity_val_steps == 0
+    trainer.fit(TinyClassifier(), tiny_loaders()[0])
+    assert not list(tmp_path.rglob("*")) and torch.backends.cudnn.benchmark is False
+    with pytest.raises(ConfigError, match="barebones"):
+        Trainer(barebones=True, callbacks=[ModelCheckpoint()])
+    with pytest.raises(ConfigError, match="val_check_interval"):
+        Trainer(val_check_interval="soon")
+    validations: list[int] = []
+
+    class Count(TinyClassifier):
+        def on_validation_start(self) -> None:
+            validations.append(self.global_step)
+
+    quiet(max_epochs=1, limit_train_batches=3, val_check_interval="00:01:00:00").fit(Count(), *tiny_loaders())
+    assert validations == []  # three batches never take an hour
+    quiet(max_epochs=1, limit_train_batches=3, val_check_interval={"microseconds": 1}).fit(Count(), *tiny_loaders())
+    assert validations == [1, 2, 3]
+
+
+def test_sync_batchnorm_converts_under_several_processes_only() -> None:
+    from xtrain.core._internal.run_flags import sync_batchnorm
+    from xtrain.core._internal.trainer_args import RunFlags
+
+    net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
+    sync_batchnorm(RunFlags(sync_batchnorm=True), net, world_size=1)
+    assert isinstance(net[1], torch.nn.BatchNorm1d) and not isinstance(net[1], torch.nn.SyncBatchNorm)
+    sync_batchnorm(RunFlags(sync_batchnorm=True), net, world_size=2)
+    assert isinstance(net[1], torch.nn.SyncBatchNorm)
+
+
+# -- (k) utilities --------------------------------------------------------------------------------------------------
+def test_rank_zero_utilities(capsys: pytest.CaptureFixture[str]) -> None:
+    from xtrain.core.rank_zero import rank_zero_info, rank_zero_only, rank_zero_warn
+
+    @rank_zero_only
+    def hello() -> str:
+        return "hi"
+
+    assert rank_zero_only.rank == 0 and hello() == "hi"
+    rank_zero_info("info line")
+    with pytest.warns(UserWarning, match="careful"):
+        rank_zero_warn("careful")
+    rank_zero_only.rank = 1
+    try:
+        assert hello() is None
+        rank_zero_info("hidden")
+    finally:
+        rank_zero_only.rank = 0
+    out = capsys.readouterr().out
+    assert "info line" in out and "hidden" not in out
+
+
+def test_seed_everything_defaults(restore_environment: None) -> None:
+    from xtrain.core import seed_everything
+
+    assert seed_everything(7, workers=True) == 7
+    assert seed_everything() == 7  # from XTRAIN_SEED
+    a = torch.rand(1)
+    seed_everything(7)
+    assert torch.equal(a, torch.rand(1))
+
+
+def test_xtrain_cli_from_a_script(tmp_path: Path) -> None:
+    from xtrain.core.cli import XtrainCLI
+
+    cli = XtrainCLI(TinyClassifier, TinyData, run=False, args=[
+        "--model.lr", "0.05", "--data.batch_size", "8", "--trainer.max_steps", "2", "--trainer.logger", "false",
+        "--trainer.enable_progress_bar", "false", f"--trainer.default_root_dir={tmp_path}"])
+    assert cli.model.hparams.lr == 0.05 and cli.datamodule.batch_size == 8 and cli.subcommand is None
+    cli.trainer.fit(cli.model, cli.datamodule)
+    assert cli.trainer.global_step == 2
+    cli = XtrainCLI(TinyClassifier, TinyData, trainer_defaults={"max_steps": 3, "logger": False,
+                                                                "enable_progress_bar": False,
+                                                                "default_root_dir": str(tmp_path)},
+                    args=["fit", "--model.lr", "0.2"])
+    assert cli.subcommand == "fit" and cli.trainer.global_step == 3 and cli.model.hparams.lr == 0.2
+
+
+def test_epoch_is_logged_and_failed_runs_leave_no_version_dir(tmp_path: Path) -> None:
+    import csv
+
+    from xtrain.core import CSVLogger
+
+    logger = CSVLogger(tmp_path)
+    quiet(max_epochs=2, logger=logger, log_every_n_steps=2).fit(TinyClassifier(), *tiny_loaders())
+    rows = list(csv.DictReader(logger.metrics_file.open()))
+    assert {r["epoch"] for r in rows} == {"0.0", "1.0"}
+
+    class Broken(TinyClassifier):
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            raise RuntimeError("broken before the first step")
+
+    failing = CSVLogger(tmp_path)
+    with pytest.raises(RuntimeError, match="broken"):
+        quiet(max_epochs=1, logger=failing, num_sanity_val_steps=1).fit(Broken(), *tiny_loaders())
+    assert sorted(p.name for p in (tmp_path / "xtrain_logs").iterdir()) == ["version_0"]
+
+
+def test_save_hyperparameters_logger_false_keeps_them_from_the_loggers(tmp_path: Path) -> None:
+    from xtrain.core import CSVLogger
+
+    class Private(TinyClassifier):
+        def __init__(self, secret: int = 3) -> None:
+            super().__init__()
+            self.save_hyperparameters(logger=False)
+
+    logger = CSVLogger(tmp_path)
+    module = Private()
+    quiet(max_steps=1, logger=logger).fit(module, tiny_loaders()[0])
+    assert module.hparams.secret == 3 and not (logger.log_dir / "hparams.json").exists()
+
+
+def test_estimated_stepping_batches_inside_configure_optimizers() -> None:
+    seen: list[int | float] = []
+
+    class OneCycle(TinyClassifier):
+        def configure_optimizers(self) -> Any:
+            seen.append(self.trainer.estimated_stepping_batches)
+            optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+            scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=int(seen[-1]))
+            return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    dm = TinyData()
+    trainer = quiet(max_epochs=3, accumulate_grad_batches=2)
+    trainer.fit(OneCycle(), dm)
+    assert seen == [6] and trainer.global_step == 6 and dm.trainer is trainer
+    assert quiet(max_steps=5, max_epochs=-1).estimated_stepping_batches == 5
+
+
+def test_test_without_a_model_after_fit_uses_the_best_checkpoint(tmp_path: Path) -> None:
+    from xtrain.core import ModelCheckpoint
+
+    class Worse(TinyClassifier):
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            self.log("score", float(self.current_epoch))  # epoch 0 is the best (mode="min")
+
+    module = Worse()
+    train, val = tiny_loaders()
+    trainer = quiet(max_epochs=3, callbacks=[ModelCheckpoint(tmp_path, monitor="score")])
+    trainer.fit(module, train, val)
+    best = torch.load(trainer.checkpoint_callback.best_model_path, weights_only=True)  # type: ignore[union-attr]
+    assert best["epoch"] == 0
+    assert not torch.equal(module.net[0].weight, best["state_dict"]["net.0.weight"])
+    trainer.test(dataloaders=val, verbose=False)
+    assert torch.equal(module.net[0].weight, best["state_dict"]["net.0.weight"])

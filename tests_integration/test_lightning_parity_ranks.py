@@ -1,0 +1,45 @@
+"""Lightning-parity behaviours that depend on ranks, on 2 real gloo processes (issue 18)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from xtrain.core.registry import STRATEGIES
+from xtrain.core.testing import leftover_processes, python_command, run_processes
+
+SCRIPT = str(Path(__file__).parent / "scripts" / "parity_ranks.py")
+
+
+@pytest.fixture(autouse=True)
+def _needs_strategies() -> None:
+    if "ddp" not in STRATEGIES:
+        pytest.skip("needs xtrain-strategies")
+
+
+@pytest.mark.timeout(200)
+def test_ddp_positional_datamodule_all_gather_and_manual_global_step(tmp_path: Path) -> None:
+    result = run_processes([python_command(SCRIPT, "ddp", str(tmp_path))], timeout=180, cwd=tmp_path)
+    assert result.returncodes == [0], result.output
+    assert not leftover_processes(result)
+    for rank in (0, 1):
+        out = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert out["datamodule"] == "TinyData"
+        assert out["global_step"] == 6  # 3 batches, 2 optimizer steps each
+        assert out["gathered"] == [[2, 2]] * 3  # (world_size, *shape)
+        assert out["rank_zero_only"] == rank
+
+
+@pytest.mark.lightning_spawn
+@pytest.mark.timeout(200)
+@pytest.mark.skipif(os.environ.get("XTRAIN_LIGHTNING_SPAWN") != "1", reason="nox -s lightning_spawn runs it")
+def test_ddp_spawn_log_dir_is_the_workers_and_test_reuses_it(tmp_path: Path) -> None:
+    (tmp_path / "xtrain_logs" / "version_0").mkdir(parents=True)  # an earlier run
+    result = run_processes([python_command(SCRIPT, "ddp_spawn", str(tmp_path))], timeout=180, cwd=tmp_path)
+    assert result.returncodes == [0], result.output
+    out = json.loads((tmp_path / "spawn.json").read_text())
+    assert out["fit_dir"].endswith("version_1") and out["test_dir"] == out["fit_dir"]
+    assert out["versions"] == ["version_0", "version_1"]
