@@ -33,6 +33,7 @@ from xtrain.core._internal.loops.evaluation import run_evaluation, run_predict
 from xtrain.core._internal.loops.fit import FitLoop
 from xtrain.core._internal.metrics import MetricStore
 from xtrain.core._internal.model_setup import configure_model
+from xtrain.core._internal.nonfinite import check_nonfinite_mode
 from xtrain.core._internal.optim import SchedulerConfig, follow_replaced_optimizers, parse_optimizers
 from xtrain.core._internal.optimizer import StrategyOptimizer
 from xtrain.core._internal.preemption import Preemption
@@ -127,6 +128,9 @@ class Trainer:
         hang_timeout: Seconds (or a timedelta) a rank may make no progress before the run is reported as hung
             (every rank's stacks and a summary) and ended; the first step of each loop gets 4 times as long.
             Default 15 minutes; ``None`` turns it off. Multi-process strategies only; see the distributed guide.
+        on_nonfinite_loss: A NaN/inf training loss: ``"warn"`` (checked every ``log_every_n_steps`` without a
+            per-step sync), ``"raise"`` (stop before its backward) or ``"skip"`` (skip that step on every rank;
+            both read the loss every step). See the "Non-finite losses" guide.
     """
 
     def __init__(
@@ -147,6 +151,7 @@ class Trainer:
         min_epochs: int | None = None, min_steps: int | None = None, reload_dataloaders_every_n_epochs: int = 0,
         sync_batchnorm: bool = False, detect_anomaly: bool = False, benchmark: bool | None = None,
         barebones: bool = False,
+        on_nonfinite_loss: Literal["warn", "raise", "skip"] = "warn",
     ) -> None:
         self._flags = flags = parse_run_flags(
             overfit_batches=overfit_batches, min_epochs=min_epochs, min_steps=min_steps,
@@ -201,6 +206,7 @@ class Trainer:
         self.callbacks: list[Callback] = list(self._user_callbacks)
         self.use_distributed_sampler = use_distributed_sampler
         self.inference_mode = inference_mode
+        self.on_nonfinite_loss = check_nonfinite_mode(on_nonfinite_loss)
         self.should_stop = False
         self.skip_optimizer_step = False  # set in on_before_optimizer_step to drop that step's gradients
         self.sanity_checking = False
