@@ -24,7 +24,13 @@ from xtrain.core._internal.checkpointing import (
     restore_targets,
 )
 from xtrain.core._internal.compiled import unwrap_compiled
-from xtrain.core._internal.data import batch_limit, prepare_dataloader, resumable_sampler
+from xtrain.core._internal.data import (
+    batch_limit,
+    check_train_batches,
+    prepare_dataloader,
+    resumable_sampler,
+    warn_empty_eval,
+)
 from xtrain.core._internal.hang import DEFAULT_HANG_TIMEOUT, parse_hang_timeout
 from xtrain.core._internal.hook_overrides import step_scheduler
 from xtrain.core._internal.hooks import HookDispatcher
@@ -480,6 +486,7 @@ class Trainer:
                 raise ConfigError("train_dataloaders", None, "fit needs training data.",
                                   fix="pass train_dataloaders=..., or a datamodule with train_dataloader().")
             self.train_dataloader = prep(unshuffled(train) if self._flags.overfit_batches else train, True)
+            check_train_batches(self.train_dataloader)
             self.num_training_batches = batch_limit(self.train_dataloader, self.limit_train_batches,
                                                     "limit_train_batches")
             if isinstance(self.val_check_interval, int) and self.check_val_every_n_epoch is not None and \
@@ -497,6 +504,7 @@ class Trainer:
                               fix=f"pass dataloaders=..., or a datamodule with {kind[1]}().")
         self.val_dataloaders = loaders
         self._val_limits = [batch_limit(dl, kind[2], f"limit_{kind[0]}_batches") for dl in loaders]
+        warn_empty_eval(loaders, self._val_limits, "validation" if kind[0] == "val" else kind[0])
 
     def _setup_loggers(self) -> None:
         for logger in self.loggers:
