@@ -577,7 +577,7 @@ class Trainer:
         run_evaluation(self, "validate", self.val_dataloaders, self._val_limits)
 
     def _after_optimizer_step(self, stepped: bool = True) -> None:
-        if stepped:
+        if stepped and self.lr_scheduler_configs:
             self._step_schedulers("step")
         if self.loggers and self.global_step % self.log_every_n_steps == 0:
             metrics = self._metrics.step_metrics_for_logger()
