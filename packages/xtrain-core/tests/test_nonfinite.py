@@ -138,3 +138,16 @@ def test_engine_raise_and_warn() -> None:
     with pytest.warns(UserWarning, match=r"at step 6 \(epoch 0, batch 6\)"):
         net, _, _ = _engine_run("warn", {6})
     assert not all(torch.isfinite(p).all() for p in net.parameters())
+
+
+def test_the_accelerator_window_names_the_first_bad_loss_in_it() -> None:
+    # On an accelerator the losses are kept and checked together (no per-step sync); this machine has only CPUs, so
+    # the window is filled directly with the entries the check would have kept.
+    from xtrain.core._internal.nonfinite import NonFiniteCheck
+
+    check = NonFiniteCheck("warn", every=50)
+    good, bad = torch.tensor(1.0), torch.tensor(math.inf)
+    check._window = [(good, 10, 0, 10), (bad, 11, 0, 11), (bad, 12, 1, 0)]
+    with pytest.warns(UserWarning, match=r"loss=inf\) at step 11 \(epoch 0, batch 11\)"):
+        check.flush()
+    assert check.found == "at step 11 (epoch 0, batch 11)"

@@ -1,9 +1,10 @@
 """Catching a training loss that became NaN or inf: when it first happened, and what to do about it.
 
-``"warn"`` (the default) must not slow the step down: the loop hands over each loss and this keeps a reference to it
-(no device work, no host sync). Every ``every`` losses, where the loggers already read their values, one stacked
-reduction checks the whole window, so a GPU is synchronized once per window at a point that synchronizes anyway.
-The first non-finite loss is then named by its step, epoch and batch.
+``"warn"`` (the default) must not slow the step down. A loss on the CPU is read at once (that synchronizes nothing
+and costs less than keeping it). A loss on an accelerator is kept by reference (no device work, no host sync);
+every ``every`` losses, where the loggers already read their values, one stacked reduction checks the whole window,
+so a GPU is synchronized once per window at a point that synchronizes anyway. Either way the first non-finite loss
+is named by its step, epoch and batch.
 
 ``"raise"`` and ``"skip"`` act *before* the backward pass of the bad loss, so they must read every loss on the host
 (a sync per step) and, with several ranks, agree on it (one small all-gather per step): a rank that sees inf must
@@ -81,6 +82,10 @@ class NonFiniteCheck:
         """
         if not self.blocking:
             if self.found is None:
+                if loss.is_cpu:  # reading a CPU tensor synchronizes nothing: check it now (cheaper than a window)
+                    if not _finite(loss):
+                        self._warn(loss, step, epoch, batch_idx)
+                    return False
                 self._window.append((loss.detach(), step, epoch, batch_idx))
                 if len(self._window) >= self.every:
                     self.flush()
@@ -119,13 +124,16 @@ class NonFiniteCheck:
         if bool(finite.all()):
             return
         first = int((~finite).nonzero()[0, 0])
-        loss, step, epoch, batch_idx = window[first]
+        self._warn(*window[first])
+
+    def _warn(self, loss: torch.Tensor, step: int, epoch: int, batch_idx: int) -> None:
         self.found = f"at step {step} (epoch {epoch}, batch {batch_idx})"
         rank = f" on rank {self._rank}" if self._gather is not None else ""
-        warnings.warn(f"the training loss became non-finite (loss={float(loss.float())}){rank} {self.found}; "
+        value = loss.detach().float().reshape(-1)[0].item()
+        warnings.warn(f"the training loss became non-finite (loss={value}){rank} {self.found}; "
                       f"training goes on (on_nonfinite_loss='warn'), and the weights are probably NaN from there. "
                       f"on_nonfinite_loss='raise' stops before such a step is applied, 'skip' skips it. {_HINT}",
-                      UserWarning, stacklevel=2)
+                      UserWarning, stacklevel=3)
 
 
 def skippable_step(optimizer: torch.optim.Optimizer, check: NonFiniteCheck) -> None:
