@@ -133,8 +133,8 @@ class ModelCheckpoint(Callback):
 
     @override
     def on_save_point(self, trainer: Trainer, module: TrainModule, *, epoch_end: bool) -> None:
-        if (not epoch_end and not self.every_n_train_steps) or trainer.sanity_checking or trainer.fast_dev_run:
-            return  # the common case first: called after every step, saving only at epoch ends
+        if trainer.sanity_checking or trainer.fast_dev_run:
+            return
         if epoch_end:
             due = self.every_n_epochs > 0 and trainer.current_epoch % self.every_n_epochs == 0
             due = due and not (self.save_on_train_epoch_end is False and self._saved_step == trainer.global_step)
