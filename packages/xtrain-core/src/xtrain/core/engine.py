@@ -21,6 +21,7 @@ from torch import nn
 from xtrain.core._internal.data import prepare_dataloader, resumable_sampler
 from xtrain.core._internal.engine_module import EngineModule, unwrap
 from xtrain.core._internal.hang import DEFAULT_HANG_TIMEOUT, parse_hang_timeout
+from xtrain.core._internal.nonfinite import NonFiniteCheck, NonFiniteMode, check_nonfinite_mode, skippable_step
 from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.core._internal.resolve import resolve
 from xtrain.core._internal.versions import xtrain_versions
@@ -36,11 +37,14 @@ _T = TypeVar("_T")
 class _DeviceLoader:
     """Iterates a dataloader, moving batches to the device and advancing the sampler's epoch on each pass."""
 
-    def __init__(self, loader: Any, strategy: Strategy, *, move: bool) -> None:
+    def __init__(self, loader: Any, strategy: Strategy, *, move: bool, where: list[int],
+                 on_pass_end: Callable[[], None]) -> None:
         self.loader = loader
         self._strategy = strategy
         self._move = move
         self._epoch = 0
+        self._where = where
+        self._on_pass_end = on_pass_end
 
     def __len__(self) -> int:
         return len(self.loader)
@@ -49,11 +53,15 @@ class _DeviceLoader:
         sampler = resumable_sampler(self.loader)
         if sampler is not None:
             sampler.set_epoch(self._epoch)
+        where = self._where
+        where[0], where[1] = self._epoch, -1
         self._epoch += 1
         to_device = self._strategy.batch_to_device if self._move else None
         for batch in self.loader:
             PROGRESS.report()
+            where[1] += 1
             yield batch if to_device is None else to_device(batch)
+        self._on_pass_end()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.__dict__["loader"], name)
@@ -71,6 +79,10 @@ class Engine:
         plugins: As for the Trainer.
         hang_timeout: As for the Trainer: seconds without progress (a batch from a set-up dataloader, a backward
             pass, a checkpoint write) before a multi-process run is reported as hung and ended; ``None``: off.
+        on_nonfinite_loss: What :meth:`backward` does with a NaN/inf loss: ``"warn"`` (checked every 50 calls and
+            at the end of each pass over a set-up dataloader, without a per-step sync), ``"raise"``
+            (:class:`~xtrain.core.errors.NonFiniteLossError` before the backward) or ``"skip"`` (no backward, and
+            the next ``optimizer.step()`` of the set-up optimizers does nothing, on every rank alike).
 
     Example::
 
@@ -87,10 +99,15 @@ class Engine:
 
     def __init__(self, *, accelerator: Any = "auto", strategy: Any = "auto", devices: Any = "auto",
                  num_nodes: int = 1, precision: Any = None, plugins: Any = None,
-                 hang_timeout: float | timedelta | None = DEFAULT_HANG_TIMEOUT) -> None:
+                 hang_timeout: float | timedelta | None = DEFAULT_HANG_TIMEOUT,
+                 on_nonfinite_loss: NonFiniteMode = "warn") -> None:
+        mode = check_nonfinite_mode(on_nonfinite_loss)
         self._strategy = resolve(accelerator=accelerator, devices=devices, num_nodes=num_nodes, strategy=strategy,
                                  precision=precision, plugins=plugins).strategy
         self._strategy.set_hang_timeout(parse_hang_timeout(hang_timeout))
+        self._nonfinite = NonFiniteCheck(mode, every=50)
+        self._where = [0, 0]
+        self._backward_calls = 0
         self._launched = False
         self._failed = False
         self._modules: list[nn.Module] = []
@@ -153,6 +170,9 @@ class Engine:
             return
         self._launched = True
         self._strategy.setup_environment()
+        strategy = self._strategy
+        self._nonfinite.connect(gather=strategy.all_gather if strategy.world_size > 1 else None,
+                                rank=strategy.global_rank)
         previous = sys.excepthook
 
         def report(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
@@ -166,6 +186,7 @@ class Engine:
     def _finish(self) -> None:
         """At normal exit, every rank stops watching together (a crashed run is ended by the watchdog instead)."""
         if not self._failed:
+            self._nonfinite.flush()
             self._strategy.teardown()
 
     def _run(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
@@ -220,6 +241,9 @@ class Engine:
     def setup_optimizers(self, *optimizers: torch.optim.Optimizer) -> Any:
         """Prepare optimizers for the strategy (Horovod wraps them); returns them in the same order."""
         prepared = self._strategy.setup_optimizers(list(optimizers))
+        if self._nonfinite.mode == "skip":
+            for opt in prepared:
+                skippable_step(opt, self._nonfinite)
         for opt in prepared:
             first = next((p for g in opt.param_groups for p in g["params"]), None)
             owner = next((m for m in self._modules if first is not None and any(p is first for p in m.parameters())),
@@ -235,7 +259,8 @@ class Engine:
         move = move_to_device and self.device.type != "cpu"
         out = [_DeviceLoader(prepare_dataloader(dl, distributed=self._strategy.distributed_sampler_kwargs,
                                                 use_distributed_sampler=use_distributed_sampler, training=True),
-                             self._strategy, move=move) for dl in loaders]
+                             self._strategy, move=move, where=self._where, on_pass_end=self._nonfinite.flush)
+               for dl in loaders]
         return out[0] if len(out) == 1 else tuple(out)
 
     def to_device(self, obj: _T) -> _T:
@@ -246,7 +271,15 @@ class Engine:
 
     # -- the step ---------------------------------------------------------------------------------------------------
     def backward(self, loss: torch.Tensor) -> None:
-        """``loss.backward()`` through the precision (gradient scaling) and the strategy (gradient sync)."""
+        """``loss.backward()`` through the precision (gradient scaling) and the strategy (gradient sync).
+
+        A NaN/inf ``loss`` is handled as ``on_nonfinite_loss`` says; its message names the call (counted from 0)
+        and the epoch and batch of the set-up dataloader iterated last.
+        """
+        step = self._backward_calls
+        self._backward_calls = step + 1
+        if self._nonfinite.see(loss, step, self._where[0], self._where[1]):
+            return
         self._strategy.backward(loss)
         PROGRESS.step("engine")
 
@@ -302,6 +335,7 @@ class Engine:
             "format_version": 1, "strategy": self._strategy.name, "world_size": self.world_size,
             "layout": self._strategy.checkpoint_layout, "precision": self._strategy.precision.name,
             "versions": xtrain_versions(), "written_by": "Engine"}}
+        self._nonfinite.flush()
         for key, value in state.items():
             checkpoint[key] = self._state_of(value)
         self._strategy.save_checkpoint(checkpoint, path)

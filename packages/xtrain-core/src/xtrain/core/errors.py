@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["CheckpointError", "ConfigError", "RankFailedError", "XtrainDeprecationWarning", "format_choices"]
+__all__ = ["CheckpointError", "ConfigError", "NonFiniteLossError", "RankFailedError", "XtrainDeprecationWarning",
+           "format_choices"]
 
 
 def format_choices(choices: Iterable[object]) -> str:
@@ -42,6 +43,14 @@ class CheckpointError(RuntimeError):
     """A checkpoint that cannot be read: missing, truncated, corrupted, unsafe, or from an incompatible layout.
 
     The message names the file and what to do, instead of surfacing a pickle or zip traceback.
+    """
+
+
+class NonFiniteLossError(RuntimeError):
+    """The training loss became NaN or inf under ``on_nonfinite_loss="raise"``.
+
+    Raised on every rank before the backward pass of that loss, so the weights and the checkpoints on disk are the
+    last good ones. The message names the step, epoch and batch.
     """
 
 

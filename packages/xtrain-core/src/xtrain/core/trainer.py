@@ -24,7 +24,13 @@ from xtrain.core._internal.checkpointing import (
     restore_targets,
 )
 from xtrain.core._internal.compiled import unwrap_compiled
-from xtrain.core._internal.data import batch_limit, prepare_dataloader, resumable_sampler
+from xtrain.core._internal.data import (
+    batch_limit,
+    check_train_batches,
+    prepare_dataloader,
+    resumable_sampler,
+    warn_empty_eval,
+)
 from xtrain.core._internal.hang import DEFAULT_HANG_TIMEOUT, parse_hang_timeout
 from xtrain.core._internal.hook_overrides import step_scheduler
 from xtrain.core._internal.hooks import HookDispatcher
@@ -33,6 +39,7 @@ from xtrain.core._internal.loops.evaluation import run_evaluation, run_predict
 from xtrain.core._internal.loops.fit import FitLoop
 from xtrain.core._internal.metrics import MetricStore
 from xtrain.core._internal.model_setup import configure_model
+from xtrain.core._internal.nonfinite import check_nonfinite_mode
 from xtrain.core._internal.optim import SchedulerConfig, follow_replaced_optimizers, parse_optimizers
 from xtrain.core._internal.optimizer import StrategyOptimizer
 from xtrain.core._internal.preemption import Preemption
@@ -127,6 +134,9 @@ class Trainer:
         hang_timeout: Seconds (or a timedelta) a rank may make no progress before the run is reported as hung
             (every rank's stacks and a summary) and ended; the first step of each loop gets 4 times as long.
             Default 15 minutes; ``None`` turns it off. Multi-process strategies only; see the distributed guide.
+        on_nonfinite_loss: A NaN/inf training loss: ``"warn"`` (checked every ``log_every_n_steps`` without a
+            per-step sync), ``"raise"`` (stop before its backward) or ``"skip"`` (skip that step on every rank;
+            both read the loss every step). See the "Non-finite losses" guide.
     """
 
     def __init__(
@@ -147,6 +157,7 @@ class Trainer:
         min_epochs: int | None = None, min_steps: int | None = None, reload_dataloaders_every_n_epochs: int = 0,
         sync_batchnorm: bool = False, detect_anomaly: bool = False, benchmark: bool | None = None,
         barebones: bool = False,
+        on_nonfinite_loss: Literal["warn", "raise", "skip"] = "warn",
     ) -> None:
         self._flags = flags = parse_run_flags(
             overfit_batches=overfit_batches, min_epochs=min_epochs, min_steps=min_steps,
@@ -201,6 +212,7 @@ class Trainer:
         self.callbacks: list[Callback] = list(self._user_callbacks)
         self.use_distributed_sampler = use_distributed_sampler
         self.inference_mode = inference_mode
+        self.on_nonfinite_loss = check_nonfinite_mode(on_nonfinite_loss)
         self.should_stop = False
         self.skip_optimizer_step = False  # set in on_before_optimizer_step to drop that step's gradients
         self.sanity_checking = False
@@ -474,6 +486,7 @@ class Trainer:
                 raise ConfigError("train_dataloaders", None, "fit needs training data.",
                                   fix="pass train_dataloaders=..., or a datamodule with train_dataloader().")
             self.train_dataloader = prep(unshuffled(train) if self._flags.overfit_batches else train, True)
+            check_train_batches(self.train_dataloader)
             self.num_training_batches = batch_limit(self.train_dataloader, self.limit_train_batches,
                                                     "limit_train_batches")
             if isinstance(self.val_check_interval, int) and self.check_val_every_n_epoch is not None and \
@@ -491,6 +504,7 @@ class Trainer:
                               fix=f"pass dataloaders=..., or a datamodule with {kind[1]}().")
         self.val_dataloaders = loaders
         self._val_limits = [batch_limit(dl, kind[2], f"limit_{kind[0]}_batches") for dl in loaders]
+        warn_empty_eval(loaders, self._val_limits, "validation" if kind[0] == "val" else kind[0])
 
     def _setup_loggers(self) -> None:
         for logger in self.loggers:
@@ -563,7 +577,7 @@ class Trainer:
         run_evaluation(self, "validate", self.val_dataloaders, self._val_limits)
 
     def _after_optimizer_step(self, stepped: bool = True) -> None:
-        if stepped:
+        if stepped and self.lr_scheduler_configs:
             self._step_schedulers("step")
         if self.loggers and self.global_step % self.log_every_n_steps == 0:
             metrics = self._metrics.step_metrics_for_logger()

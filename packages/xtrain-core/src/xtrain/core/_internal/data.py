@@ -20,7 +20,8 @@ from torch.utils.data import (
 from xtrain.core._internal.sampler import ResumableSampler, SeededBatchSampler, SeededDataset
 from xtrain.core.errors import ConfigError
 
-__all__ = ["batch_limit", "copy_dataloader", "prepare_dataloader", "resumable_sampler"]
+__all__ = ["batch_limit", "check_train_batches", "copy_dataloader", "prepare_dataloader", "resumable_sampler",
+           "warn_empty_eval"]
 
 
 def copy_dataloader(loader: DataLoader[Any], **attrs: Any) -> DataLoader[Any]:
@@ -92,3 +93,52 @@ def batch_limit(loader: Iterable[Any], limit: int | float, argument: str) -> int
         raise ConfigError(argument, limit, "is a fraction, but the dataloader has no length.",
                           fix=f"pass an int number of batches to {argument}.")
     return int(length * limit)
+
+
+def _shape(loader: Any) -> dict[str, Any]:
+    """What makes a dataloader's length: its sample count (on this rank), batch size and ``drop_last``."""
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    sampler = getattr(batch_sampler, "sampler", None)
+    dataset = getattr(loader, "dataset", None)
+    return {"len": len(loader), "samples": len(dataset) if isinstance(dataset, Sized) else None,
+            "rank_samples": len(sampler) if isinstance(sampler, Sized) else None,
+            "batch_size": getattr(batch_sampler, "batch_size", getattr(loader, "batch_size", None)),
+            "drop_last": getattr(batch_sampler, "drop_last", getattr(loader, "drop_last", None)),
+            "ranks": getattr(sampler, "num_replicas", None) or 1, "rank": getattr(sampler, "rank", 0)}
+
+
+def check_train_batches(loader: Any) -> None:
+    """Refuse a training dataloader that yields no batch on this rank: the fit would "succeed" with zero steps.
+
+    Raises:
+        ConfigError: Naming the loader's length, batch size and ``drop_last`` (and, when sharded over ranks, how
+            many samples this rank gets).
+    """
+    if not isinstance(loader, Sized) or len(loader) != 0:
+        return
+    shape = _shape(loader)
+    value = {k: shape[k] for k in ("len", "batch_size", "drop_last")}
+    samples, per_rank, size = shape["samples"], shape["rank_samples"], shape["batch_size"]
+    if samples == 0:
+        raise ConfigError("train_dataloaders", value, "the training dataset is empty (did a filter remove every "
+                          "sample?), so fit would end at once without a step.",
+                          fix="check how the dataset is built; it needs at least one sample.")
+    sharded = ""
+    if shape["ranks"] > 1 and per_rank is not None:
+        sharded = (f" Split over {shape['ranks']} ranks, rank {shape['rank']} gets {per_rank} of the {samples} "
+                   f"samples, so rank {shape['rank']} gets 0 batches.")
+        samples = per_rank
+    raise ConfigError("train_dataloaders", value, f"yields no batch: {samples} sample(s) with batch_size={size} "
+                      f"and drop_last={shape['drop_last']}.{sharded} fit would end at once without a step.",
+                      fix=f"set drop_last=False, or a batch_size of at most {samples}, or use more data.")
+
+
+def warn_empty_eval(loaders: list[Any], limits: list[float], stage: str) -> None:
+    """Warn about evaluation dataloaders with no batch: that stage silently does nothing for them."""
+    for i, (loader, limit) in enumerate(zip(loaders, limits, strict=True)):
+        if limit == 0 and isinstance(loader, Sized) and len(loader) == 0:
+            shape = _shape(loader)
+            warnings.warn(f"{stage} dataloader {i} has no batch (len 0: {shape['rank_samples']} sample(s) on this "
+                          f"rank, batch_size={shape['batch_size']}, drop_last={shape['drop_last']}), so it is "
+                          f"skipped. Set drop_last=False or a smaller batch_size, or check its dataset.",
+                          UserWarning, stacklevel=3)

@@ -23,6 +23,7 @@ __all__ = ["MetricStore", "Stage"]
 
 Stage = Literal["train", "validate", "test", "predict", "sanity_check"]
 _REDUCE = ("mean", "sum", "max", "min")
+_HALF = (torch.float16, torch.bfloat16)
 
 
 @dataclass(slots=True)
@@ -45,6 +46,20 @@ class _Epoch:
             self.total = torch.maximum(self.total, value)
         else:
             self.total = torch.minimum(self.total, value)
+
+
+def _scalar(name: str, value: torch.Tensor) -> torch.Tensor:
+    """The tensor fast path of ``self.log``: a 0-d, detached tensor, without copying it (a step logs many)."""
+    if value.requires_grad:
+        value = value.detach()
+    if value.dim():
+        if value.numel() != 1:
+            raise ConfigError("value", tuple(value.shape), f"self.log({name!r}, ...) takes a scalar.",
+                              fix="log a scalar, e.g. value.mean().")
+        value = value.reshape(())
+    if value.dtype in _HALF:
+        value = value.float()
+    return value
 
 
 def _batch_size(batch: Any) -> int:
@@ -105,13 +120,7 @@ class MetricStore:
         step = training if on_step is None else on_step
         epoch = (not training) if on_epoch is None else on_epoch
         if isinstance(value, torch.Tensor):
-            value = value.detach()
-            if value.numel() != 1:
-                raise ConfigError("value", tuple(value.shape), f"self.log({name!r}, ...) takes a scalar.",
-                                  fix="log a scalar, e.g. value.mean().")
-            value = value.reshape(())
-            if value.dtype in (torch.float16, torch.bfloat16):
-                value = value.float()
+            value = _scalar(name, value)
         else:
             value = torch.tensor(float(value), dtype=torch.float32)
         if self._in_epoch_end:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -113,6 +114,10 @@ def parse_settings(*, max_epochs: Any, max_steps: Any, max_time: Any, limit_trai
     if dev:
         limits = dict.fromkeys(limits, dev)
         epochs, steps, sanity, val_check_interval = 1, dev, 0, 1.0
+    elif epochs == 0 or steps == 0:
+        name, value = ("max_epochs", epochs) if epochs == 0 else ("max_steps", steps)
+        warnings.warn(f"{name}={value}: fit will not train at all (no step, no checkpoint). That is right only for "
+                      f"validate/test/predict; otherwise set {name} to a positive number.", UserWarning, stacklevel=3)
     return Limits(
         max_epochs=epochs, max_steps=steps, max_time=parse_max_time(max_time),
         limit_train_batches=limits["limit_train_batches"], limit_val_batches=limits["limit_val_batches"],

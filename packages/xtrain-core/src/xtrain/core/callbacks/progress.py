@@ -50,6 +50,7 @@ class ProgressBar(Callback):
         self._epoch_start = 0.0
         self._first_batch = 0
         self._terminal: bool | None = None
+        self._interval: float | None = None
 
     @property
     def stream(self) -> TextIO:
@@ -83,19 +84,26 @@ class ProgressBar(Callback):
 
     @override
     def on_train_epoch_start(self, trainer: Trainer, module: TrainModule) -> None:
-        self._terminal = None
+        self._terminal = self._interval = None
         self._epoch_start = self._last = time.monotonic()
         self._first_batch = trainer._progress.batches_in_epoch
 
     @override
     def on_train_batch_end(self, trainer: Trainer, module: TrainModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
+        # Called after every step: one clock read and one comparison unless a refresh is due.
         now = time.monotonic()
-        terminal = self.is_terminal
-        if now - self._last < (self.refresh_interval if terminal else self.log_interval) or not trainer.is_global_zero:
+        interval = self._interval
+        if interval is None:
+            interval = self._interval = self.refresh_interval if self.is_terminal else self.log_interval
+        if now - self._last < interval or not trainer.is_global_zero:
             return
         self._last = now
-        self._write(self._line(trainer), in_place=terminal)
+        self._refresh(trainer)
+
+    def _refresh(self, trainer: Trainer) -> None:
+        """Show the current state (subclasses draw differently); called at most every refresh interval."""
+        self._write(self._line(trainer), in_place=self.is_terminal)
 
     @override
     def on_train_epoch_end(self, trainer: Trainer, module: TrainModule) -> None:

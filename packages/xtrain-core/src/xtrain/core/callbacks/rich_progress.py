@@ -87,15 +87,11 @@ class RichProgressBar(ProgressBar):
             self._task = self._start().add_task(f"Epoch {trainer.current_epoch}", total=None, rate="0.0", metrics="")
 
     @override
-    def on_train_batch_end(self, trainer: Trainer, module: TrainModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
-        if not self.is_terminal:
-            super().on_train_batch_end(trainer, module, outputs, batch, batch_idx)
-            return
-        now = time.monotonic()
-        if now - self._last >= self.refresh_interval and trainer.is_global_zero:
-            self._last = now
+    def _refresh(self, trainer: Trainer) -> None:
+        if self.is_terminal:
             self._draw(trainer)
+        else:
+            super()._refresh(trainer)
 
     @override
     def on_train_epoch_end(self, trainer: Trainer, module: TrainModule) -> None:

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import os
+import warnings
 from typing import ClassVar
 
 import torch
 from typing_extensions import override
 
-from xtrain.core.accelerator import Accelerator
+from xtrain.core.accelerator import Accelerator, DevicesArg
 
 __all__ = ["CPUAccelerator"]
 
 
 class CPUAccelerator(Accelerator):
-    """The CPU: always available; ``devices=N`` starts N processes, however many cores there are."""
+    """The CPU: always available; ``devices=N`` starts N processes (with a warning when there are fewer cores)."""
 
     name: ClassVar[str] = "cpu"
     device_type: ClassVar[str] = "cpu"
@@ -38,6 +39,18 @@ class CPUAccelerator(Accelerator):
     def auto_device_count(cls) -> int:
         return 1
 
+    @classmethod
+    @override
+    def parse_devices(cls, devices: DevicesArg) -> list[int]:
+        indices = super().parse_devices(devices)
+        cores = _usable_cores()
+        if len(indices) > cores and os.environ.get("LOCAL_RANK", "0") == "0":
+            warnings.warn(f"devices={devices!r} on accelerator='cpu' starts {len(indices)} processes, but this "
+                          f"machine lets this program use {cores} CPU core(s): the processes will compete for them "
+                          f"and every step gets slower, not faster. Fix: devices={cores} or fewer (devices=-1 takes "
+                          f"one per core).", UserWarning, stacklevel=4)
+        return indices
+
     @override
     def get_device(self, index: int) -> torch.device:
         return torch.device("cpu")
@@ -50,3 +63,9 @@ class CPUAccelerator(Accelerator):
             return {}
         usage = resource.getrusage(resource.RUSAGE_SELF)
         return {"cpu_max_rss_mb": usage.ru_maxrss / 1024.0, "cpu_user_time_s": usage.ru_utime}
+
+
+def _usable_cores() -> int:
+    """The cores this process may run on (a container or ``taskset`` may allow fewer than the machine has)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)

@@ -49,7 +49,7 @@ class XtrainCLI:
         options: dict[str, Any] = {"model_class": model_class, "data_class": datamodule_class,
                                    "subclass_mode_model": subclass_mode_model, "subclass_mode_data": subclass_mode_data,
                                    "trainer_class": trainer_class, "seed_default": seed_everything_default,
-                                   **dict(parser_kwargs or {})}
+                                   "exit_on_error": True, **dict(parser_kwargs or {})}
         defaults = {f"trainer.{k}": v for k, v in (trainer_defaults or {}).items()}
 
         def stage_parser(stage: str) -> Any:

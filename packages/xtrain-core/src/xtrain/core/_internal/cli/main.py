@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+from argparse import ArgumentError
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,8 @@ def _stage_parser(stage: str, *, model_class: type | None = None, data_class: ty
     from xtrain.core.trainer import Trainer
 
     import_public_classes()
-    parser = ArgumentParser(**{"description": f"xtrain {stage}", "exit_on_error": True, **parser_kwargs})
+    parser = ArgumentParser(**{"description": f"xtrain {stage}", "exit_on_error": False, "allow_abbrev": False,
+                               **parser_kwargs})
     parser.add_argument("--config", action=ActionConfigFile, help="A YAML config; repeat to merge several in order.")
     parser.add_argument("--seed_everything", type=int | bool, default=seed_default,
                         help="Seed every generator: an int, True for a random seed (recorded), or False.")
@@ -80,7 +82,7 @@ def _root_parser(with_catalogue: bool) -> Any:
 
         epilog = f"Installed plugins:\n\n{catalogue()}"
     parser = ArgumentParser(prog="xtrain", description=_DESCRIPTION, epilog=epilog, env_prefix="XTRAIN",
-                            formatter_class=_raw_formatter())
+                            formatter_class=_raw_formatter(), exit_on_error=False, allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"xtrain-core {__version__}")
     commands = parser.add_subcommands(dest="subcommand")
     for stage in _STAGES:
@@ -179,6 +181,18 @@ def _run_stage(parser: Any, stage: str, cfg: Any) -> int:
     return 0
 
 
+def _refused(argv: list[str], message: str) -> int:
+    """Print the parser's refusal with the closest valid names, like argparse's own error (exit code 2)."""
+    from xtrain.core._internal.cli.suggest import closest_names
+
+    stage = next((a for a in argv if a in _STAGES), None)
+    hints = closest_names(message, _stage_parser(stage)) if stage else []
+    command = f"xtrain {stage}" if stage else "xtrain"
+    print("\n".join([f"{command}: error: {message}", *hints, f"Run `{command} --help` for the options."]),
+          file=sys.stderr)
+    return 2
+
+
 def run(argv: list[str]) -> int:
     """Run the ``xtrain`` command; returns the exit code."""
     try:
@@ -196,7 +210,10 @@ def run(argv: list[str]) -> int:
     if not argv:
         parser.print_help()
         return 0
-    cfg = parser.parse_args(argv)
+    try:
+        cfg = parser.parse_args(argv)
+    except ArgumentError as err:
+        return _refused(argv, str(err))
     stage = cfg.subcommand
     try:
         if stage == "checkpoint":

@@ -16,6 +16,7 @@ import torch
 from xtrain.core._internal.data import resumable_sampler
 from xtrain.core._internal.hook_overrides import batch_preparer, module_overrides
 from xtrain.core._internal.loops.hooked_step import STEP_HOOKS, hooked_optimizer_step
+from xtrain.core._internal.nonfinite import NonFiniteCheck
 from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.core._internal.run_flags import min_reached, reload_due
 from xtrain.core._internal.sampler import SeededBatchSampler
@@ -47,6 +48,10 @@ class FitLoop:
         self._step_args = step_args(trainer.module.training_step)
         self._prepare = batch_preparer(trainer)
         self._hooked_step = any(module_overrides(trainer.module, name) for name in STEP_HOOKS)
+        strategy = trainer.strategy
+        self._nonfinite = NonFiniteCheck(trainer.on_nonfinite_loss, every=trainer.log_every_n_steps,
+                                         gather=strategy.all_gather if strategy.world_size > 1 else None,
+                                         rank=strategy.global_rank)
 
     def done(self) -> bool:
         t = self.trainer
@@ -63,6 +68,7 @@ class FitLoop:
         t._hooks.call("on_train_start")
         while not self.done():
             self._epoch()
+        self._nonfinite.flush()
         t._hooks.call("on_train_end")
 
     # -- one epoch -----------------------------------------------------------------------------------------------
@@ -213,6 +219,9 @@ class FitLoop:
         loss = _loss_of(output)
         if loss is None:
             return output, None
+        p = t._progress
+        if self._nonfinite.see(loss, p.global_step, p.epoch, batch_idx):
+            return output, None
         if accumulate > 1:
             loss = loss / accumulate
         for fn in t._hooks.get("on_before_backward"):
@@ -226,6 +235,7 @@ class FitLoop:
     def _epoch_end(self, completed: bool) -> None:
         t = self.trainer
         p = t._progress
+        self._nonfinite.flush()
         t._log_epoch_metrics()
         with t._metrics.epoch_end_logging():
             t._hooks.call("on_train_epoch_end")

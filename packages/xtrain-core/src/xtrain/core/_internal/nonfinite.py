@@ -1,0 +1,155 @@
+"""Catching a training loss that became NaN or inf: when it first happened, and what to do about it.
+
+``"warn"`` (the default) must not slow the step down. A loss on the CPU is read at once (that synchronizes nothing
+and costs less than keeping it). A loss on an accelerator is kept by reference (no device work, no host sync);
+every ``every`` losses, where the loggers already read their values, one stacked reduction checks the whole window,
+so a GPU is synchronized once per window at a point that synchronizes anyway. Either way the first non-finite loss
+is named by its step, epoch and batch.
+
+``"raise"`` and ``"skip"`` act *before* the backward pass of the bad loss, so they must read every loss on the host
+(a sync per step) and, with several ranks, agree on it (one small all-gather per step): a rank that sees inf must
+not skip a step that another rank takes, or the replicas diverge (and DDP's gradient all-reduce would hang).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+from collections.abc import Callable
+from typing import Any, Literal
+
+import torch
+
+from xtrain.core.errors import ConfigError, NonFiniteLossError
+
+__all__ = ["NONFINITE_MODES", "NonFiniteCheck", "NonFiniteMode", "check_nonfinite_mode", "skippable_step"]
+
+NonFiniteMode = Literal["warn", "raise", "skip"]
+NONFINITE_MODES: tuple[NonFiniteMode, ...] = ("warn", "raise", "skip")
+
+_HINT = ("Lower the learning rate, clip gradients (gradient_clip_val) or check the data of that batch; "
+         "detect_anomaly=True names the operation that produced it (slow: for debugging only).")
+
+
+def check_nonfinite_mode(value: object) -> NonFiniteMode:
+    """Return ``value`` as a mode, or raise :class:`ConfigError` naming the choices."""
+    if value not in NONFINITE_MODES:
+        raise ConfigError("on_nonfinite_loss", value, "is not a way to handle a NaN or inf loss.",
+                          choices=NONFINITE_MODES, fix="write on_nonfinite_loss='raise' to stop at the first one.")
+    return value  # type: ignore[return-value]
+
+
+def _finite(loss: torch.Tensor) -> bool:
+    if loss.numel() == 1:
+        return math.isfinite(loss.item())
+    return bool(torch.isfinite(loss).all())
+
+
+class NonFiniteCheck:
+    """Watches the losses of one run.
+
+    Args:
+        mode: ``"warn"``, ``"raise"`` or ``"skip"``.
+        every: In ``"warn"`` mode, how many losses are checked together (the logging interval).
+        gather: Collects a flag from every rank (``strategy.all_gather``); ``None`` with one process.
+        rank: This process's global rank, for messages.
+    """
+
+    __slots__ = ("_gather", "_rank", "_window", "blocking", "every", "found", "last_skipped", "mode", "skipped")
+
+    def __init__(self, mode: NonFiniteMode, *, every: int,
+                 gather: Callable[[torch.Tensor], torch.Tensor] | None = None, rank: int = 0) -> None:
+        self.mode = mode
+        self.every = max(1, every)
+        self.blocking = mode != "warn"
+        self._gather = gather
+        self._rank = rank
+        self._window: list[tuple[torch.Tensor, int, int, int]] = []
+        self.found: str | None = None
+        self.skipped = 0
+        self.last_skipped = False
+
+    def connect(self, *, gather: Callable[[torch.Tensor], torch.Tensor] | None, rank: int) -> None:
+        """Set the ranks' collective once the processes exist (the Engine resolves before it launches)."""
+        self._gather, self._rank = gather, rank
+
+    def see(self, loss: torch.Tensor, step: int, epoch: int, batch_idx: int) -> bool:
+        """Hand over this step's loss before its backward pass; returns ``True`` when the step must be skipped.
+
+        Raises:
+            NonFiniteLossError: In ``"raise"`` mode, when the loss is non-finite on any rank.
+        """
+        if not self.blocking:
+            if self.found is None:
+                if loss.is_cpu:  # reading a CPU tensor synchronizes nothing: check it now (cheaper than a window)
+                    if not _finite(loss):
+                        self._warn(loss, step, epoch, batch_idx)
+                    return False
+                self._window.append((loss.detach(), step, epoch, batch_idx))
+                if len(self._window) >= self.every:
+                    self.flush()
+            return False
+        bad = not _finite(loss)
+        ranks = [self._rank] if bad else []
+        if self._gather is not None:
+            flags = self._gather(torch.tensor([float(bad)], device=loss.device)).reshape(-1).tolist()
+            ranks = [r for r, flag in enumerate(flags) if flag]
+        self.last_skipped = bool(ranks) and self.mode == "skip"
+        if not ranks:
+            return False
+        where = f"at step {step} (epoch {epoch}, batch {batch_idx})"
+        on = f"on rank(s) {ranks} " if self._gather is not None else ""
+        if self.mode == "raise":
+            value = loss.detach().float().reshape(-1)[0].item() if bad else math.nan
+            raise NonFiniteLossError(f"on_nonfinite_loss='raise': the training loss is non-finite {on}{where}"
+                                     + (f" (loss={value})" if bad else "")
+                                     + ". The optimizer did not apply it; the last checkpoint is the last good state. "
+                                     + _HINT)
+        self.skipped += 1
+        if self.found is None:
+            self.found = where
+            warnings.warn(f"on_nonfinite_loss='skip': the training loss is non-finite {on}{where}; every rank "
+                          f"skips that step's backward and optimizer step (this warning is shown once; later ones "
+                          f"are skipped silently). {_HINT}", UserWarning, stacklevel=2)
+        return True
+
+    def flush(self) -> None:
+        """Check the losses kept since the last check (``"warn"`` mode); warns once, at the first non-finite one."""
+        window, self._window = self._window, []
+        if not window or self.found is not None:
+            return
+        values = torch.stack([entry[0].reshape(()) for entry in window])
+        finite = torch.isfinite(values)
+        if bool(finite.all()):
+            return
+        first = int((~finite).nonzero()[0, 0])
+        self._warn(*window[first])
+
+    def _warn(self, loss: torch.Tensor, step: int, epoch: int, batch_idx: int) -> None:
+        self.found = f"at step {step} (epoch {epoch}, batch {batch_idx})"
+        rank = f" on rank {self._rank}" if self._gather is not None else ""
+        value = loss.detach().float().reshape(-1)[0].item()
+        warnings.warn(f"the training loss became non-finite (loss={value}){rank} {self.found}; "
+                      f"training goes on (on_nonfinite_loss='warn'), and the weights are probably NaN from there. "
+                      f"on_nonfinite_loss='raise' stops before such a step is applied, 'skip' skips it. {_HINT}",
+                      UserWarning, stacklevel=3)
+
+
+def skippable_step(optimizer: torch.optim.Optimizer, check: NonFiniteCheck) -> None:
+    """Make ``optimizer.step()`` do nothing right after a backward that ``check`` skipped (the Engine's ``"skip"``).
+
+    Skipping only the backward is not enough: momentum, Adam's moments and weight decay would still move the weights.
+    """
+    step: Callable[..., Any] = optimizer.step
+    if getattr(step, "_xtrain_skippable", False):
+        return
+
+    @functools.wraps(step)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        if check.last_skipped:
+            return None
+        return step(*args, **kwargs)
+
+    guarded._xtrain_skippable = True  # type: ignore[attr-defined]
+    optimizer.step = guarded  # type: ignore[method-assign]

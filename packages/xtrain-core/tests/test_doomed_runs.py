@@ -1,0 +1,115 @@
+"""Runs that can only end badly are refused (or warned about) before training starts."""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from xtrain.core import Accelerator, Callback, Trainer, TrainModule
+from xtrain.core._internal.data import check_train_batches, prepare_dataloader
+from xtrain.core.defaults.cpu import CPUAccelerator
+from xtrain.core.errors import ConfigError
+from xtrain.core.testing import TinyClassifier, tiny_loaders
+
+
+def _loader(n: int, batch_size: int, *, drop_last: bool = False) -> DataLoader[Any]:
+    data = TensorDataset(torch.randn(n, 16), torch.randint(0, 4, (n,)))
+    return DataLoader(data, batch_size=batch_size, drop_last=drop_last, shuffle=n > 0)  # torch refuses to shuffle 0
+
+
+class Started(Callback):
+    def __init__(self) -> None:
+        self.started = False
+
+    def on_train_start(self, trainer: Trainer, module: TrainModule) -> None:
+        self.started = True
+
+
+def _trainer(tmp_path: Path, **kwargs: Any) -> Trainer:
+    options: dict[str, Any] = {"accelerator": "cpu", "devices": 1, "max_epochs": 1, "default_root_dir": tmp_path,
+                               "logger": False, "enable_progress_bar": False, "enable_model_summary": False,
+                               "enable_checkpointing": False}
+    return Trainer(**{**options, **kwargs})
+
+
+@pytest.mark.parametrize(("n", "drop_last", "expected"), [
+    (0, False, r"train_dataloaders=\{'len': 0, 'batch_size': 8, 'drop_last': False\}: the training dataset is empty"),
+    (5, True, r"train_dataloaders=\{'len': 0, 'batch_size': 8, 'drop_last': True\}: yields no batch: 5 sample\(s\) "
+              r"with batch_size=8 and drop_last=True"),
+])
+def test_an_empty_train_loader_is_refused_before_training(tmp_path: Path, n: int, drop_last: bool,
+                                                          expected: str) -> None:
+    started = Started()
+    with pytest.raises(ConfigError, match=expected) as info:
+        _trainer(tmp_path, callbacks=[started]).fit(TinyClassifier(), _loader(n, 8, drop_last=drop_last))
+    assert "Fix:" in str(info.value)
+    assert not started.started
+
+
+def test_the_message_names_the_rank_that_gets_no_batch() -> None:
+    loader = prepare_dataloader(_loader(6, 4, drop_last=True), distributed={"num_replicas": 2, "rank": 1},
+                                use_distributed_sampler=True, training=True)
+    with pytest.raises(ConfigError, match=r"Split over 2 ranks, rank 1 gets 3 of the 6 samples, so rank 1 gets 0 "
+                                          r"batches") as info:
+        check_train_batches(loader)
+    assert "batch_size of at most 3" in str(info.value)
+    check_train_batches(prepare_dataloader(_loader(6, 4), distributed={"num_replicas": 2, "rank": 1},
+                                           use_distributed_sampler=True, training=True))  # 1 batch: fine
+
+
+def test_an_empty_validation_loader_warns_and_training_goes_on(tmp_path: Path) -> None:
+    trainer = _trainer(tmp_path)
+    with pytest.warns(UserWarning, match=r"validation dataloader 0 has no batch \(len 0: 3 sample\(s\) on this rank, "
+                                         r"batch_size=8, drop_last=True\)"):
+        trainer.fit(TinyClassifier(), tiny_loaders()[0], _loader(3, 8, drop_last=True))
+    assert trainer.global_step == 16
+
+
+@pytest.mark.parametrize("kwargs", [{"max_epochs": 0}, {"max_steps": 0}])
+def test_zero_length_training_warns(kwargs: dict[str, int]) -> None:
+    name, value = next(iter(kwargs.items()))
+    with pytest.warns(UserWarning, match=re.escape(f"{name}={value}: fit will not train at all")):
+        Trainer(accelerator="cpu", logger=False, **kwargs)
+
+
+def test_no_warning_for_ordinary_settings() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Trainer(accelerator="cpu", devices=1, logger=False, max_epochs=1)
+
+
+def test_more_cpu_processes_than_cores_warns_with_both_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    with pytest.warns(UserWarning, match=r"devices=64 on accelerator='cpu' starts 64 processes, but this machine "
+                                         r"lets this program use 2 CPU core\(s\).*Fix: devices=2 or fewer"):
+        assert CPUAccelerator.parse_devices(64) == list(range(64))
+    monkeypatch.setenv("LOCAL_RANK", "3")  # the ranks the launcher started do not repeat it
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        CPUAccelerator.parse_devices(64)
+
+
+def test_more_devices_than_an_accelerator_has_stays_an_error() -> None:
+    class TwoChips(Accelerator):  # a test double: a device type this machine does not have
+        name: ClassVar[str] = "two_chips"
+        device_type: ClassVar[str] = "meta"
+
+        @classmethod
+        def is_available(cls) -> bool:
+            return True
+
+        @classmethod
+        def device_count(cls) -> int:
+            return 2
+
+    with pytest.raises(ConfigError, match=r"devices=4: asks for 4 two_chips device\(s\) but this machine has 2") as e:
+        TwoChips.parse_devices(4)
+    assert "Fix: write devices=2 or fewer" in str(e.value)
