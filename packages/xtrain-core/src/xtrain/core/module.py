@@ -203,10 +203,10 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
         self.trainer.strategy.backward(loss)
 
     # -- export ------------------------------------------------------------------------------------------------------
-    # TorchScript must neither compile nor read the framework's (Trainer-backed) properties: every property above.
-    __jit_unused_properties__: ClassVar[list[str]] = [
-        "hparams", *(name for name, value in list(locals().items()) if isinstance(value, property))]
-    __jit_ignored_attributes__: ClassVar[list[str]] = __jit_unused_properties__
+    # TorchScript must neither compile nor read the framework's (Trainer-backed) properties: every property of
+    # TrainModule and its bases (mixins included), filled in below the class.
+    __jit_unused_properties__: ClassVar[list[str]]
+    __jit_ignored_attributes__: ClassVar[list[str]]
 
     def to_onnx(self, file_path: str | Path, input_sample: Any = None, **kwargs: Any) -> Path:
         """Export to ONNX through ``torch.export`` (``pip install "xtrain-core[onnx]"``), in eval mode; ``kwargs`` go
@@ -222,3 +222,7 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
         from xtrain.core._internal.export import to_torchscript
 
         return to_torchscript(self, file_path, method, example_inputs, **kwargs)
+
+
+TrainModule.__jit_unused_properties__ = TrainModule.__jit_ignored_attributes__ = sorted(
+    {name for cls in TrainModule.__mro__ for name, value in vars(cls).items() if isinstance(value, property)})
