@@ -81,7 +81,7 @@ def _from_rule(r: Rule, name: str) -> Target:
         return Target("drop", note=r.note, label=label)
     if r.action is Action.MISSING or r.xtrain is None:
         return Target("missing", note=f"{name.rpartition('.')[2]}: {r.note}", label=label)
-    if not installed.exists(r.xtrain):
+    if r.xtrain.startswith("xtrain.") and not installed.exists(r.xtrain):
         return Target("missing", note=f"{r.xtrain} is not in the installed xtrain (upgrade xtrain-core, or install "
                                       f"the package that provides it)", label=label)
     return Target("name", r.xtrain, r.note, label, r.lightning)
@@ -103,7 +103,7 @@ def find(name: str) -> Target | None:
         r = modules[name]
         if r.xtrain is None or r.action is Action.MISSING:
             return Target("missing", note=f"{name}: {r.note}", label=name)
-        if not installed.exists(r.xtrain):
+        if r.xtrain.startswith("xtrain.") and not installed.exists(r.xtrain):
             return Target("missing", note=f"{r.xtrain} is not in the installed xtrain", label=name)
         return Target("module", r.xtrain, label=f"{name} -> {r.xtrain}")
     parts = name.split(".")
