@@ -72,6 +72,15 @@ def hangs(session: nox.Session) -> None:
 
 
 @nox.session
+def lightning_scripts(session: nox.Session) -> None:
+    """The Lightning-style scripts rewritten by ``xtrain migrate``, trained on 2 processes too. Not in the default set."""
+    session.install("-c", TORCH, "torch==2.13.0", *_editable("cli", "test", "tensorboard", "migrate"),
+                    "pytest-timeout")
+    session.run("pytest", "tests_integration/test_migrate_scripts.py", *session.posargs,
+                env={"XTRAIN_LIGHTNING_SCRIPTS": "1"})
+
+
+@nox.session
 def build(session: nox.Session) -> None:
     """Build every wheel and sdist, then prove xtrain-core's wheel alone (plus torch) trains on CPU."""
     session.install("build>=1.2", "hatchling>=1.25")

@@ -249,7 +249,19 @@ class Planner(cst.CSTVisitor):
             elif r is None and not installed.exists(f"xtrain.core.Engine.{attr}") and not attr.startswith("_"):
                 self.note(node, f"{receiver}.{attr}: the Engine has no {attr}")
             return
+        if attr == "load_from_checkpoint" and receiver[:1].isupper() and not installed.exists(
+                "xtrain.core.TrainModule.load_from_checkpoint"):
+            self.note(node, "load_from_checkpoint is not in the installed xtrain: upgrade xtrain-core, or build the "
+                            "module and load_state_dict(torch.load(path, weights_only=True)[\"state_dict\"])")
+            return
         if receiver in self._trainer_names or receiver.endswith(".trainer"):
+            parent = self.get_metadata(ParentNodeProvider, node)
+            if attr in ("fit", "validate", "test", "predict") and isinstance(parent, cst.Call):
+                for arg in parent.args:
+                    if arg.keyword is not None and not installed.accepts(f"xtrain.core.Trainer.{attr}",
+                                                                         arg.keyword.value):
+                        self.note(node, f"trainer.{attr}({arg.keyword.value}=) is not accepted by the installed "
+                                        f"xtrain: remove it or upgrade xtrain-core")
             r = rule(Section.TRAINER_API, attr)
             if r is not None and r.xtrain is not None:
                 self.plan.replace[node] = node.with_changes(attr=cst.Name(r.xtrain))
