@@ -9,7 +9,7 @@ from __future__ import annotations
 import atexit
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
@@ -286,6 +286,20 @@ class Engine:
         """``print`` on global rank 0 only."""
         if self.is_global_zero:
             print(*args, **kwargs)
+
+    @contextmanager
+    def rank_zero_first(self, *, local: bool = False) -> Iterator[None]:
+        """Run the block on rank 0 first (a download, say), then on the other ranks, which wait for it.
+
+        Args:
+            local: Rank 0 of each machine goes first (for a file system that the machines do not share).
+        """
+        first = (self.local_rank if local else self.global_rank) == 0
+        if not first:
+            self.barrier("rank_zero_first")
+        yield
+        if first:
+            self.barrier("rank_zero_first")
 
     @staticmethod
     def seed_everything(seed: int) -> int:

@@ -69,7 +69,9 @@ RULES: tuple[Rule, ...] = (
     _r(M, f"{_PL}.strategies", "xtrain.strategies"),
     _r(M, f"{_PL}.plugins.environments", "xtrain.strategies.environments"),
     _r(M, f"{_PL}.accelerators", "xtrain.core", "third-party accelerators register an entry point instead"),
-    _r(M, _UT, "xtrain.core.utilities"),
+    _r(M, _UT, None, "xtrain has no utilities module; the names it has are in the names table"),
+    _r(M, f"{_UT}.rank_zero", "xtrain.core.rank_zero"),
+    _r(M, f"{_FB}.utilities.rank_zero", "xtrain.core.rank_zero"),
     _r(M, _FB, "xtrain.core"),
     _r(M, f"{_FB}.strategies", "xtrain.strategies"),
     _r(M, f"{_FB}.plugins.environments", "xtrain.strategies.environments"),
@@ -101,10 +103,10 @@ RULES: tuple[Rule, ...] = (
         "ThroughputMonitor", "Timer", "WeightAveraging")),
     *(_r(N, f"{_LG}.{name}", None, "not in xtrain yet; use TensorBoardLogger or CSVLogger") for name in (
         "CometLogger", "MLFlowLogger", "NeptuneLogger", "WandbLogger", "LitLogger")),
-    _r(N, f"{_UT}.rank_zero_only", "xtrain.core.utilities.rank_zero_only"),
-    _r(N, f"{_UT}.rank_zero_info", "xtrain.core.utilities.rank_zero_info"),
-    _r(N, f"{_UT}.rank_zero_warn", "xtrain.core.utilities.rank_zero_warn"),
-    _r(N, f"{_UT}.rank_zero_debug", "xtrain.core.utilities.rank_zero_info", "logged at INFO level"),
+    *(_r(N, f"{_UT}.{name}", f"xtrain.core.rank_zero.{name}") for name in (
+        "rank_zero_only", "rank_zero_info", "rank_zero_warn", "rank_zero_debug")),
+    _r(N, f"{_UT}.rank_zero_deprecation", "xtrain.core.rank_zero.rank_zero_warn", "warns a UserWarning"),
+    _r(N, f"{_UT}.seed.seed_everything", "xtrain.core.seed_everything"),
     _r(N, f"{_UT}.grad_norm", None, "compute torch.linalg.vector_norm over p.grad yourself"),
     _r(N, f"{_UT}.AttributeDict", None, "self.hparams is a plain mapping with attribute access"),
     _r(N, f"{_UT}.CombinedLoader", None, "return a dict or list of loaders from *_dataloader"),
@@ -130,7 +132,9 @@ RULES: tuple[Rule, ...] = (
     _r(N, f"{_FB}.loggers.TensorBoardLogger", None, "the Engine has no loggers: use "
                                                     "torch.utils.tensorboard.SummaryWriter on rank 0"),
     _r(N, f"{_FB}.loggers.CSVLogger", None, "the Engine has no loggers: write the CSV on rank 0"),
-    _r(N, f"{_FB}.utilities.rank_zero_only", "xtrain.core.utilities.rank_zero_only"),
+    *(_r(N, f"{_FB}.utilities.{name}", f"xtrain.core.rank_zero.{name}") for name in (
+        "rank_zero_only", "rank_zero_info", "rank_zero_warn")),
+    _r(N, f"{_FB}.utilities.seed.seed_everything", "xtrain.core.seed_everything"),
     _r(N, f"{_FB}.wrappers.is_wrapped", None, "check isinstance(obj, xtrain.core._internal.engine_module"
                                               ".EngineModule)"),
     _r(N, f"{_FB}.wrappers._unwrap_objects", None, "use the wrapped model's .module"),
@@ -190,7 +194,7 @@ RULES: tuple[Rule, ...] = (
         "launch", "setup", "setup_module", "setup_optimizers", "setup_dataloaders", "backward", "clip_gradients",
         "autocast", "no_backward_sync", "to_device", "all_reduce", "all_gather", "broadcast", "barrier", "print",
         "seed_everything", "save", "load", "device", "global_rank", "local_rank", "node_rank", "world_size",
-        "is_global_zero", "strategy")),
+        "is_global_zero", "strategy", "rank_zero_first")),
     _r(E, "Fabric(callbacks=)", None, "the Engine has no callbacks: call your functions directly"),
     _r(E, "Fabric(loggers=)", None, "the Engine has no loggers: use torch.utils.tensorboard.SummaryWriter on rank 0"),
     _r(E, "Fabric.log", None, "the Engine has no loggers: write metrics with SummaryWriter on rank 0"),
@@ -200,7 +204,6 @@ RULES: tuple[Rule, ...] = (
     _r(E, "Fabric.call", None, "call the hook on your objects directly"),
     _r(E, "Fabric.init_module", None, "build the module normally; Engine.setup moves and converts it"),
     _r(E, "Fabric.init_tensor", None, "create tensors on engine.device"),
-    _r(E, "Fabric.rank_zero_first", None, "use `if engine.is_global_zero: ...` then engine.barrier()"),
     _r(E, "Fabric.load_raw", None, "use engine.load(path, {\"model\": model})"),
     _r(E, "Fabric.accelerator", None, "use engine.strategy.accelerator"),
     _r(E, "Fabric.run", None, "Lightning 1.x LightningLite: call your function after engine.launch()"),
