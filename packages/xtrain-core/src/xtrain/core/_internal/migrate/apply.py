@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import libcst as cst
-from libcst.metadata import ParentNodeProvider
 
 from xtrain.core._internal.migrate.arguments import apply_arguments
 from xtrain.core._internal.migrate.plan import Binding, Plan
@@ -73,8 +72,6 @@ def _alias(name: str, asname: str | None) -> cst.ImportAlias:
 
 
 class Applier(cst.CSTTransformer):
-    METADATA_DEPENDENCIES = (ParentNodeProvider,)
-
     def __init__(self, plan: Plan) -> None:
         super().__init__()
         self.plan = plan
@@ -83,6 +80,7 @@ class Applier(cst.CSTTransformer):
             self._imports.setdefault(b.statement, []).append(b)
         self._emitted: set[tuple[str, str, str | None]] = set()
         self._emitted_lines: set[str] = set()
+        self._removals: set[int] = set()
 
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
         return self.plan.replace.get(original_node, updated_node)
@@ -110,10 +108,7 @@ class Applier(cst.CSTTransformer):
     ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement] | cst.RemovalSentinel:
         notes = self.plan.notes.get(original_node, [])
         if original_node in self.plan.drop:
-            parent = self.get_metadata(ParentNodeProvider, original_node)
-            if isinstance(parent, cst.IndentedBlock) and len(parent.body) == 1:
-                return updated_node.with_changes(body=[cst.Pass()])
-            return cst.RemovalSentinel.REMOVE
+            return self._removed(updated_node)
         bindings = self._imports.get(original_node)
         if not bindings:
             return _with_notes(updated_node, notes)
@@ -145,13 +140,43 @@ class Applier(cst.CSTTransformer):
         if keep_original:
             new.append(self._residual(updated_node, bindings))
         if not new:
-            return cst.RemovalSentinel.REMOVE if not notes else _with_notes(
+            return self._removed(updated_node) if not notes else _with_notes(
                 updated_node.with_changes(body=[cst.Pass()]), notes)
         new[0] = new[0].with_changes(leading_lines=updated_node.leading_lines)
         new[-1 if keep_original else 0] = _with_notes(new[-1 if keep_original else 0], notes)
         if len(new) == 1:
             return new[0].with_changes(trailing_whitespace=updated_node.trailing_whitespace)
         return cst.FlattenSentinel(new)
+
+    def _removed(self, node: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
+        """Mark ``node`` for removal; its block removes it and hands its blank lines and comments to the next one."""
+        marked = node.with_changes(body=[cst.Pass()])
+        self._removals.add(id(marked))
+        return marked
+
+    def _sweep(self, body: Sequence[cst.BaseStatement]) -> tuple[list[cst.BaseStatement], bool]:
+        out: list[cst.BaseStatement] = []
+        carried: list[cst.EmptyLine] = []
+        for statement in body:
+            if id(statement) in self._removals:
+                carried += list(getattr(statement, "leading_lines", ()))
+                continue
+            if carried:
+                statement = statement.with_changes(leading_lines=[*carried, *statement.leading_lines])  # type: ignore[attr-defined]
+                carried = []
+            out.append(statement)
+        return out, len(out) != len(body)
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        body, changed = self._sweep(updated_node.body)
+        return updated_node.with_changes(body=body) if changed else updated_node
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock,
+                            updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+        body, changed = self._sweep(updated_node.body)
+        if not changed:
+            return updated_node
+        return updated_node.with_changes(body=body or [cst.SimpleStatementLine(body=[cst.Pass()])])
 
     def _residual(self, node: cst.SimpleStatementLine, bindings: list[Binding]) -> cst.SimpleStatementLine:
         """The original import, kept for the names xtrain cannot replace."""
