@@ -15,9 +15,9 @@ def devices() -> int:
     return int(os.environ.get("SCRIPT_DEVICES", "1"))
 
 
-def hardware() -> dict[str, Any]:
+def hardware(ddp: str = "ddp") -> dict[str, Any]:
     n = devices()
-    return {"accelerator": "cpu", "devices": n, "strategy": "ddp" if n > 1 else "auto"}
+    return {"accelerator": "cpu", "devices": n, "strategy": ddp if n > 1 else "auto"}
 
 
 def write(trainer: Any, root: str | Path, **extra: Any) -> None:

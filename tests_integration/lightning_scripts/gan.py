@@ -53,7 +53,7 @@ def main() -> None:
     root = os.path.join(os.getcwd(), "gan_run")
     points = torch.randn(96, 2, generator=torch.Generator().manual_seed(0)) * 0.5 + 2
     trainer = Trainer(default_root_dir=root, max_epochs=2, limit_train_batches=6, enable_progress_bar=False,
-                      enable_model_summary=False, **hardware())
+                      enable_model_summary=False, **hardware(ddp="ddp_find_unused_parameters_true"))
     trainer.fit(PointsGAN(), DataLoader(TensorDataset(points), batch_size=8))
     write(trainer, root)
 
