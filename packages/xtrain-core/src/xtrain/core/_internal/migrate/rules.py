@@ -80,6 +80,7 @@ RULES: tuple[Rule, ...] = (
     _r(M, f"{_PL}.tuner", None, "the tuners are not in xtrain yet; find the learning rate or batch size by hand"),
     _r(M, f"{_PL}.profilers", None, "profilers are not in xtrain yet; use torch.profiler.profile around trainer.fit"),
     _r(M, f"{_PL}.serve", None, "model serving is not part of xtrain"),
+    _r(M, f"{_PL}.metrics", None, "Lightning 1.x: use torchmetrics"),
     # -- names ----------------------------------------------------------------------------------------------------
     _r(N, f"{_PL}.LightningModule", "xtrain.core.TrainModule", "same step methods, hooks, self.log and "
                                                                "configure_optimizers forms"),
@@ -101,6 +102,8 @@ RULES: tuple[Rule, ...] = (
         "EMAWeightAveraging", "GradientAccumulationScheduler", "LambdaCallback", "LearningRateFinder",
         "ModelPruning", "OnExceptionCheckpoint", "SpikeDetection", "StochasticWeightAveraging",
         "ThroughputMonitor", "Timer", "WeightAveraging")),
+    _r(N, f"{_LG}.LightningLoggerBase", "xtrain.core.loggers.Logger", "Lightning 1.x name of the base class"),
+    _r(N, f"{_LG}.Logger", "xtrain.core.loggers.Logger"),
     *(_r(N, f"{_LG}.{name}", None, "not in xtrain yet; use TensorBoardLogger or CSVLogger") for name in (
         "CometLogger", "MLFlowLogger", "NeptuneLogger", "WandbLogger", "LitLogger")),
     *(_r(N, f"{_UT}.{name}", f"xtrain.core.rank_zero.{name}") for name in (
@@ -238,6 +241,11 @@ RULES: tuple[Rule, ...] = (
     _r(TA, "add_argparse_args", None, "Lightning 1.x: add the arguments yourself or use XtrainCLI"),
     _r(TA, "from_argparse_args", None, "Lightning 1.x: pass Trainer(**vars(args)) or use XtrainCLI"),
     _r(TA, "tune", None, "Lightning 1.x: the tuners are not in xtrain yet"),
+    *(_r(TA, name, None, "Lightning's loop internals are not public in xtrain: for the number of optimizer steps "
+                         "use trainer.estimated_stepping_batches, for the batches trainer.num_training_batches")
+      for name in ("fit_loop", "validate_loop", "test_loop", "predict_loop")),
+    _r(TA, "accelerator", None, "use trainer.strategy.accelerator"),
+    _r(TA, "num_gpus", None, "Lightning 1.x: use trainer.world_size"),
     # -- precision values ----------------------------------------------------------------------------------------
     _r(P, "16", "16-mixed", action=TR),
     _r(P, "bf16", "bf16-mixed", action=TR),
