@@ -161,7 +161,11 @@ def test_trainer_arguments() -> None:
         a = pl.Trainer(gpus=2, precision=16, replace_sampler_ddp=False, auto_select_gpus=True)
         b = pl.Trainer(tpu_cores=8, precision="bf16", weights_summary=None)
         c = pl.Trainer(gpus=0, progress_bar_refresh_rate=0)
+        d = pl.Trainer(accelerator="ddp", gpus=2)
+        e = pl.Trainer(accelerator="cpu")
         """)
+    assert 'd = Trainer(strategy="ddp", devices=2, accelerator="gpu")' in out
+    assert 'e = Trainer(accelerator="cpu")' in out
     assert ('a = Trainer(devices=2, precision="16-mixed", use_distributed_sampler=False, accelerator="gpu")'
             in out)
     assert 'b = Trainer(devices=8, precision="bf16-mixed", accelerator="tpu", enable_model_summary=False)' in out

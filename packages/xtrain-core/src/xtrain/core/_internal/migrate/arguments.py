@@ -48,6 +48,9 @@ def precision_value(node: cst.BaseExpression) -> str | None:
     return r.xtrain if r is not None else None
 
 
+_STRATEGY_AS_ACCELERATOR = ("ddp", "ddp_spawn", "dp", "ddp2", "ddp_cpu", "horovod")
+
+
 def _string(value: str) -> cst.SimpleString:
     return cst.SimpleString(f'"{value}"')
 
@@ -56,7 +59,8 @@ def plan_arguments(args: list[cst.Arg], *, lightning: str, target: str) -> ArgEd
     """Plan the rewrite of the keyword arguments of a call to the Lightning callable ``lightning`` (its last name),
     ``target`` being the xtrain callable they will be passed to."""
     edit = ArgEdit()
-    given = {a.keyword.value for a in args if a.keyword is not None}
+    given = {a.keyword.value for a in args if a.keyword is not None
+             and not (a.keyword.value == "accelerator" and _literal(a.value) in _STRATEGY_AS_ACCELERATOR)}
     for i, arg in enumerate(args):
         if arg.keyword is None:
             continue
@@ -107,6 +111,13 @@ def _translate(edit: ArgEdit, i: int, key: str, value: cst.BaseExpression, given
         if canonical is not None:
             edit.values[i] = _string(canonical)
             edit.counts.append(f"precision={literal!r} -> \"{canonical}\"")
+    elif key == "accelerator" and literal in _STRATEGY_AS_ACCELERATOR:
+        edit.rename[i] = "strategy"
+        if literal == "ddp_cpu":
+            edit.values[i] = _string("ddp")
+            if "accelerator" not in given:
+                edit.added.append(("accelerator", _string("cpu")))
+        edit.counts.append(f"Trainer(accelerator={literal!r}) -> strategy=")
     elif key in ("gpus", "tpu_cores", "num_processes"):
         _devices(edit, i, key, value, given, {"gpus": "gpu", "tpu_cores": "tpu", "num_processes": "cpu"}[key])
     elif key == "weights_summary":

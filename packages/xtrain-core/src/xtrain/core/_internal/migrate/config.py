@@ -121,6 +121,11 @@ def _trainer_key(key: str, value: str, prefix: str, comment: str, newline: str, 
             result.counts[f"trainer.precision: {_scalar(value)} -> {canonical_value.xtrain}"] += 1
             return f"{prefix}precision: {canonical_value.xtrain}{comment}{newline}", False
         return line, False
+    if r.action is Action.TRANSLATE and key == "accelerator":
+        if _scalar(value) in ("ddp", "ddp_spawn", "dp", "ddp2", "horovod"):
+            result.counts[f"trainer.accelerator: {_scalar(value)} -> trainer.strategy"] += 1
+            return line.replace("accelerator:", "strategy:", 1), False
+        return line, False
     if r.action is Action.TRANSLATE and key in ("gpus", "tpu_cores", "num_processes"):
         accelerator = {"gpus": "gpu", "tpu_cores": "tpu", "num_processes": "cpu"}[key]
         if _scalar(value) in ("0", "null", "~", ""):

@@ -143,7 +143,7 @@ RULES: tuple[Rule, ...] = (
     _r(N, f"{_FB}.wrappers._unwrap_objects", None, "use the wrapped model's .module"),
     # -- Trainer arguments ------------------------------------------------------------------------------------------
     *(_r(T, arg, action=SAME) for arg in (
-        "accelerator", "strategy", "devices", "num_nodes", "logger", "callbacks", "fast_dev_run", "max_epochs",
+        "strategy", "devices", "num_nodes", "logger", "callbacks", "fast_dev_run", "max_epochs",
         "min_epochs", "max_steps", "min_steps", "max_time", "limit_train_batches", "limit_val_batches",
         "limit_test_batches", "limit_predict_batches", "overfit_batches", "val_check_interval",
         "check_val_every_n_epoch", "num_sanity_val_steps", "log_every_n_steps", "enable_checkpointing",
@@ -151,6 +151,8 @@ RULES: tuple[Rule, ...] = (
         "gradient_clip_algorithm", "deterministic", "benchmark", "inference_mode", "use_distributed_sampler",
         "profiler", "detect_anomaly", "barebones", "plugins", "sync_batchnorm", "reload_dataloaders_every_n_epochs",
         "default_root_dir")),
+    _r(T, "accelerator", None, "kept; a Lightning 1.x strategy name given here (\"ddp\", \"ddp_spawn\", \"dp\", "
+                               "\"ddp_cpu\") moves to strategy=", action=TR),
     _r(T, "precision", None, "legacy values become the canonical names (see the precision table)", action=TR),
     _r(T, "gpus", None, "Lightning 1.x: becomes accelerator=\"gpu\", devices=N", action=TR),
     _r(T, "tpu_cores", None, "Lightning 1.x: becomes accelerator=\"tpu\", devices=N", action=TR),
