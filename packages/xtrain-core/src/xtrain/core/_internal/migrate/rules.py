@@ -192,6 +192,12 @@ RULES: tuple[Rule, ...] = (
     _r(AR, "RichProgressBar(refresh_rate=)", None, "the bar refreshes by time (refresh_interval, seconds)",
        action=DROP),
     _r(AR, "RichProgressBar(leave=)", None, "the finished bar stays", action=DROP),
+    _r(AR, "LightningCLI(save_config_kwargs=)", None, "the config is always written beside the logs, replacing an "
+                                                     "older one", action=DROP),
+    _r(AR, "LightningCLI(save_config_callback=)", None, "the config is always saved; remove the argument"),
+    _r(AR, "LightningCLI(auto_configure_optimizers=)", None, "--optimizer/--lr_scheduler are always available; "
+                                                            "remove the argument"),
+    _r(AR, "LightningCLI(env_parse=)", None, "pass parser_kwargs={\"default_env\": True}"),
     _r(AR, "ModelSummary(max_depth=)", "max_depth", action=SAME),
     _r(AR, "RichModelSummary(max_depth=)", "max_depth", action=SAME),
     # -- Fabric to Engine ------------------------------------------------------------------------------------------
