@@ -30,7 +30,7 @@ class Regressor(LightningModule):
         return loss
 
     def validation_step(self, batch, batch_idx):
-        self.log("val_loss", self._loss(batch))
+        self.log("val_loss", self._loss(batch), sync_dist=True)  # every rank must pick the same best file
 
     def test_step(self, batch, batch_idx):
         self.log("test_loss", self._loss(batch))
