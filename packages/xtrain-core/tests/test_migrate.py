@@ -107,14 +107,14 @@ def test_submodule_paths_aliases_and_module_imports() -> None:
 
 def test_names_without_equivalent_stay_with_a_comment_and_a_second_run_changes_nothing() -> None:
     code = textwrap.dedent("""\
-        from lightning.pytorch.callbacks import ModelCheckpoint, StochasticWeightAveraging
+        from lightning.pytorch.callbacks import ModelCheckpoint, ModelPruning
 
-        callbacks = [ModelCheckpoint(), StochasticWeightAveraging(swa_lrs=1e-2)]
+        callbacks = [ModelCheckpoint(), ModelPruning("l1_unstructured")]
         """)
     first = migrate_python(code)
     assert "from xtrain.core.callbacks import ModelCheckpoint\n" in first.new
-    assert ("# xtrain migrate: StochasticWeightAveraging: not in xtrain yet; keep Lightning's class or write a "
-            "Callback\nfrom lightning.pytorch.callbacks import StochasticWeightAveraging\n") in first.new
+    assert ("# xtrain migrate: ModelPruning: not in xtrain yet; keep Lightning's class or write a Callback calling "
+            "torch.nn.utils.prune\nfrom lightning.pytorch.callbacks import ModelPruning\n") in first.new
     assert [line for line, _ in first.attention] == [1, 3]
     second = migrate_python(first.new)
     assert not second.changed
@@ -259,7 +259,7 @@ trainer:
     - class_path: lightning.pytorch.callbacks.ModelCheckpoint
       init_args:
         monitor: val_loss
-    - class_path: pytorch_lightning.callbacks.StochasticWeightAveraging
+    - class_path: pytorch_lightning.callbacks.ModelPruning
   logger:
     class_path: lightning.pytorch.loggers.TensorBoardLogger
     init_args:
@@ -278,7 +278,7 @@ def test_yaml_config_keys_and_class_paths() -> None:
     assert trainer["accelerator"] == "gpu" and trainer["devices"] == 2 and trainer["precision"] == "16-mixed"
     assert "auto_select_gpus" not in trainer and "gpus" not in trainer
     assert trainer["callbacks"][0]["class_path"] == "xtrain.core.callbacks.ModelCheckpoint"
-    assert trainer["callbacks"][1]["class_path"] == "pytorch_lightning.callbacks.StochasticWeightAveraging"
+    assert trainer["callbacks"][1]["class_path"] == "pytorch_lightning.callbacks.ModelPruning"
     assert trainer["logger"]["class_path"] == "xtrain.core.loggers.TensorBoardLogger"
     assert data["model"] == {"class_path": "mypackage.Model"}
     assert [line for line, _ in result.attention] == [10]

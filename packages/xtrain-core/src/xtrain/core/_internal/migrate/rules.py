@@ -77,7 +77,7 @@ RULES: tuple[Rule, ...] = (
     _r(M, f"{_FB}.plugins.environments", "xtrain.strategies.environments"),
     _r(M, f"{_PL}.demos", None, "Lightning's demo data sets and models are not part of xtrain; copy the class "
                                 "into your project or use torchvision"),
-    _r(M, f"{_PL}.tuner", None, "the tuners are not in xtrain yet; find the learning rate or batch size by hand"),
+    _r(M, f"{_PL}.tuner", "xtrain.core.tuner", "Tuner(trainer).lr_find(...) and .scale_batch_size(...)"),
     _r(M, f"{_PL}.profilers", None, "profilers are not in xtrain yet; use torch.profiler.profile around trainer.fit"),
     _r(M, f"{_PL}.serve", None, "model serving is not part of xtrain"),
     _r(M, f"{_PL}.metrics", None, "Lightning 1.x: use torchmetrics"),
@@ -97,11 +97,13 @@ RULES: tuple[Rule, ...] = (
                                                                        "refresh_interval (seconds)"),
     _r(N, f"{_CB}.RichModelSummary", "xtrain.core.callbacks.ModelSummary"),
     _r(N, f"{_CB}.Checkpoint", "xtrain.core.callbacks.ModelCheckpoint", "the base class of checkpointing callbacks"),
-    *(_r(N, f"{_CB}.{name}", None, _NOT_YET) for name in (
-        "BackboneFinetuning", "BaseFinetuning", "BasePredictionWriter", "BatchSizeFinder", "DeviceStatsMonitor",
-        "EMAWeightAveraging", "GradientAccumulationScheduler", "LambdaCallback", "LearningRateFinder",
-        "ModelPruning", "OnExceptionCheckpoint", "SpikeDetection", "StochasticWeightAveraging",
-        "ThroughputMonitor", "Timer", "WeightAveraging")),
+    *(_r(N, f"{_CB}.{name}", f"xtrain.core.callbacks.{name}") for name in (
+        "BackboneFinetuning", "BaseFinetuning", "BasePredictionWriter", "DeviceStatsMonitor", "EMAWeightAveraging",
+        "GradientAccumulationScheduler", "LambdaCallback", "OnExceptionCheckpoint", "SpikeDetection",
+        "StochasticWeightAveraging", "ThroughputMonitor", "Timer", "WeightAveraging")),
+    _r(N, f"{_CB}.BatchSizeFinder", None, "use xtrain.core.tuner.Tuner(trainer).scale_batch_size(model) before fit"),
+    _r(N, f"{_CB}.LearningRateFinder", None, "use xtrain.core.tuner.Tuner(trainer).lr_find(model) before fit"),
+    _r(N, f"{_CB}.ModelPruning", None, _NOT_YET + " calling torch.nn.utils.prune"),
     _r(N, f"{_LG}.LightningLoggerBase", "xtrain.core.loggers.Logger", "Lightning 1.x name of the base class"),
     _r(N, f"{_LG}.Logger", "xtrain.core.loggers.Logger"),
     *(_r(N, f"{_LG}.{name}", None, "not in xtrain yet; use TensorBoardLogger or CSVLogger") for name in (
@@ -175,8 +177,8 @@ RULES: tuple[Rule, ...] = (
     _r(T, "track_grad_norm", None, "log the gradient norm in on_before_optimizer_step"),
     _r(T, "terminate_on_nan", None, "use EarlyStopping(check_finite=True) or detect_anomaly=True"),
     _r(T, "stochastic_weight_avg", None, "use a StochasticWeightAveraging callback"),
-    _r(T, "auto_lr_find", None, "the learning-rate finder is not in xtrain yet"),
-    _r(T, "auto_scale_batch_size", None, "the batch-size finder is not in xtrain yet"),
+    _r(T, "auto_lr_find", None, "Lightning 1.x: call xtrain.core.tuner.Tuner(trainer).lr_find(model) before fit"),
+    _r(T, "auto_scale_batch_size", None, "Lightning 1.x: call Tuner(trainer).scale_batch_size(model) before fit"),
     _r(T, "truncated_bptt_steps", None, "split the sequence in training_step (manual optimization)"),
     _r(T, "multiple_trainloader_mode", None, "return a dict of loaders; they are cycled to the longest"),
     _r(T, "prepare_data_per_node", None, "set DataModule.prepare_data_per_node instead"),
@@ -248,7 +250,7 @@ RULES: tuple[Rule, ...] = (
     _r(TA, "lightning_module", "module"),
     _r(TA, "add_argparse_args", None, "Lightning 1.x: add the arguments yourself or use XtrainCLI"),
     _r(TA, "from_argparse_args", None, "Lightning 1.x: pass Trainer(**vars(args)) or use XtrainCLI"),
-    _r(TA, "tune", None, "Lightning 1.x: the tuners are not in xtrain yet"),
+    _r(TA, "tune", None, "Lightning 1.x: use xtrain.core.tuner.Tuner(trainer).lr_find / .scale_batch_size"),
     *(_r(TA, name, None, "Lightning's loop internals are not public in xtrain: for the number of optimizer steps "
                          "use trainer.estimated_stepping_batches, for the batches trainer.num_training_batches")
       for name in ("fit_loop", "validate_loop", "test_loop", "predict_loop")),
