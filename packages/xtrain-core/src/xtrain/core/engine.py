@@ -270,11 +270,16 @@ class Engine:
         return self._strategy.clip_gradients(optimizer, value=value, algorithm=algorithm)
 
     # -- collectives ------------------------------------------------------------------------------------------------
-    def all_reduce(self, tensor: torch.Tensor, reduce_op: ReduceOp = "mean") -> torch.Tensor:
-        return self._strategy.reduce(tensor, op=reduce_op)
+    def all_reduce(self, tensor: torch.Tensor | float, reduce_op: ReduceOp = "mean") -> torch.Tensor:
+        """Reduce across ranks; a plain number becomes a tensor on this rank's device first."""
+        return self._strategy.reduce(self._as_tensor(tensor), op=reduce_op)
 
-    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
-        return self._strategy.all_gather(tensor)
+    def all_gather(self, tensor: torch.Tensor | float) -> torch.Tensor:
+        """Stack every rank's value; a plain number becomes a tensor on this rank's device first."""
+        return self._strategy.all_gather(self._as_tensor(tensor))
+
+    def _as_tensor(self, value: torch.Tensor | float) -> torch.Tensor:
+        return value if isinstance(value, torch.Tensor) else torch.as_tensor(value, device=self.device)
 
     def broadcast(self, obj: _T, src: int = 0) -> _T:
         return self._strategy.broadcast(obj, src)
