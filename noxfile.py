@@ -22,7 +22,7 @@ HOROVOD = str(ROOT / "tools" / "constraints" / "horovod.txt")
 PACKAGES = sorted(p.parent.name for p in (ROOT / "packages").glob("*/pyproject.toml"))
 MEMBERS = [p for p in PACKAGES if p != "xtrain"]
 # The extras the tests and the type check install: the optional integrations are tested against the real libraries.
-INTEGRATIONS = ("cli", "test", "tensorboard", "tuner", "onnx")
+INTEGRATIONS = ("cli", "test", "tensorboard", "tuner", "onnx", "migrate")
 
 
 def _editable(*extras: str) -> list[str]:
@@ -69,6 +69,15 @@ def hangs(session: nox.Session) -> None:
     session.install("-c", TORCH, "torch==2.13.0", *_editable("cli", "test"), "pytest-timeout")
     session.run("pytest", "tests_integration/test_hangs.py", "-m", "hangs", "-s", *session.posargs,
                 env={"XTRAIN_HANG_TESTS": "1"})
+
+
+@nox.session
+def lightning_scripts(session: nox.Session) -> None:
+    """The Lightning-style scripts rewritten by ``xtrain migrate``, trained on 2 processes too. Not in the default set."""
+    session.install("-c", TORCH, "torch==2.13.0", *_editable("cli", "test", "tensorboard", "migrate"),
+                    "pytest-timeout")
+    session.run("pytest", "tests_integration/test_migrate_scripts.py", *session.posargs,
+                env={"XTRAIN_LIGHTNING_SCRIPTS": "1"})
 
 
 @nox.session

@@ -50,3 +50,11 @@ def test_a_rank_failing_in_a_user_loop_ends_every_rank_quickly(tmp_path: Path) -
     assert not leftover_processes(result)
     raised = float(re.search(r"rank 1 raising at ([0-9.]+)", result.output).group(1))  # type: ignore[union-attr]
     assert ended - raised < 15, f"every process was gone only {ended - raised:.1f} s after rank 1 raised"
+
+
+def test_rank_zero_first_runs_the_block_on_rank_zero_before_the_others(tmp_path: Path) -> None:
+    if "ddp" not in STRATEGIES:
+        pytest.skip("needs xtrain-strategies")
+    script = str(Path(__file__).parent / "scripts" / "engine_rank_zero_first.py")
+    result = run_processes([python_command(script, str(tmp_path / "data.txt"))], timeout=180, cwd=tmp_path).check()
+    assert "rank 0 sees True" in result.output and "rank 1 sees True" in result.output

@@ -75,6 +75,7 @@ def test_engine_helpers() -> None:
     assert engine.world_size == 1 and engine.is_global_zero and engine.device.type == "cpu"
     t = torch.tensor([1.0, 2.0])
     assert torch.equal(engine.all_reduce(t), t) and engine.all_gather(t).shape == (1, 2)
+    assert engine.all_gather(2.5).tolist() == [2.5] and engine.all_reduce(3.0).item() == 3.0  # numbers, as Fabric
     assert engine.broadcast({"a": 1}) == {"a": 1}
     model = engine.setup(torch.nn.Linear(2, 1))
     with engine.no_backward_sync(model):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import atexit
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
@@ -303,11 +303,16 @@ class Engine:
         return self._strategy.clip_gradients(optimizer, value=value, algorithm=algorithm)
 
     # -- collectives ------------------------------------------------------------------------------------------------
-    def all_reduce(self, tensor: torch.Tensor, reduce_op: ReduceOp = "mean") -> torch.Tensor:
-        return self._strategy.reduce(tensor, op=reduce_op)
+    def all_reduce(self, tensor: torch.Tensor | float, reduce_op: ReduceOp = "mean") -> torch.Tensor:
+        """Reduce across ranks; a plain number becomes a tensor on this rank's device first."""
+        return self._strategy.reduce(self._as_tensor(tensor), op=reduce_op)
 
-    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
-        return self._strategy.all_gather(tensor)
+    def all_gather(self, tensor: torch.Tensor | float) -> torch.Tensor:
+        """Stack every rank's value; a plain number becomes a tensor on this rank's device first."""
+        return self._strategy.all_gather(self._as_tensor(tensor))
+
+    def _as_tensor(self, value: torch.Tensor | float) -> torch.Tensor:
+        return value if isinstance(value, torch.Tensor) else torch.as_tensor(value, device=self.device)
 
     def broadcast(self, obj: _T, src: int = 0) -> _T:
         return self._strategy.broadcast(obj, src)
@@ -319,6 +324,20 @@ class Engine:
         """``print`` on global rank 0 only."""
         if self.is_global_zero:
             print(*args, **kwargs)
+
+    @contextmanager
+    def rank_zero_first(self, *, local: bool = False) -> Iterator[None]:
+        """Run the block on rank 0 first (a download, say), then on the other ranks, which wait for it.
+
+        Args:
+            local: Rank 0 of each machine goes first (for a file system that the machines do not share).
+        """
+        first = (self.local_rank if local else self.global_rank) == 0
+        if not first:
+            self.barrier("rank_zero_first")
+        yield
+        if first:
+            self.barrier("rank_zero_first")
 
     @staticmethod
     def seed_everything(seed: int) -> int:

@@ -97,6 +97,10 @@ def _root_parser(with_catalogue: bool) -> Any:
     plugin = plugin_parser()
     commands.add_subcommand("plugin", plugin, help="start a plugin package of your own")
     add_plugin_actions(plugin)
+    from xtrain.core._internal.migrate.runner import add_arguments
+
+    commands.add_subcommand("migrate", add_arguments(ArgumentParser(description="Rewrite Lightning code to xtrain.")),
+                            help="rewrite PyTorch Lightning code and LightningCLI configs to xtrain")
     return parser
 
 
@@ -195,6 +199,10 @@ def _refused(argv: list[str], message: str) -> int:
 
 def run(argv: list[str]) -> int:
     """Run the ``xtrain`` command; returns the exit code."""
+    if argv[:1] == ["migrate"]:
+        from xtrain.core.migrate import main as migrate
+
+        return migrate(argv[1:])
     try:
         import jsonargparse  # noqa: F401
     except ImportError:

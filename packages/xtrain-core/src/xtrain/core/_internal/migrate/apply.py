@@ -1,0 +1,218 @@
+"""Second pass: carry out a ``Plan`` on the module, keeping everything it does not touch byte for byte."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+
+from xtrain.core._internal.migrate.arguments import apply_arguments
+from xtrain.core._internal.migrate.plan import Binding, Plan
+
+__all__ = ["PREFIX", "Applier"]
+
+PREFIX = "# xtrain migrate: "
+
+
+def _comment(message: str) -> cst.EmptyLine:
+    return cst.EmptyLine(indent=True, whitespace=cst.SimpleWhitespace(""), comment=cst.Comment(PREFIX + message))
+
+
+def _with_notes(node: cst.CSTNodeT, notes: Sequence[str]) -> cst.CSTNodeT:
+    lines = list(getattr(node, "leading_lines", ()))
+    present = {line.comment.value for line in lines if line.comment is not None}
+    added = [_comment(n) for n in notes if PREFIX + n not in present]
+    if not added:
+        return node
+    return node.with_changes(leading_lines=[*lines, *added])
+
+
+Groups = dict[str, list[tuple[str, str | None]]]
+
+
+def _import_groups(bindings: list[Binding]) -> tuple[Groups, list[str], bool]:
+    """What replaces one Lightning import statement: ``{module: [(name, asname)]}``, other statements, and whether
+    the original must stay for names xtrain cannot replace."""
+    groups: Groups = {}
+    lines: list[str] = []
+    keep_original = False
+
+    def add(qualified: str, local: str | None = None) -> None:
+        module, _, last = qualified.rpartition(".")
+        if module in ("builtins", ""):
+            return
+        entry = (last, None if local in (None, last) else local)
+        names = groups.setdefault(module, [])
+        if entry not in names:
+            names.append(entry)
+
+    for b in bindings:
+        t = b.target
+        if b.is_module_import:
+            for qualified in sorted(b.used_as):
+                add(qualified)
+            keep_original = keep_original or bool(b.unresolved)
+            continue
+        if t is None or t.kind == "missing":
+            keep_original = True
+        elif t.kind == "name":
+            add(t.qualified, b.local if b.asname else None)
+        elif t.kind == "module":
+            add(t.qualified, b.local)
+            for qualified in sorted(b.used_as):
+                add(qualified)
+        elif t.kind == "define":
+            lines.append("import importlib.util")
+            lines.append(f'{b.local} = importlib.util.find_spec("{t.qualified}") is not None')
+    return groups, lines, keep_original
+
+
+def _alias(name: str, asname: str | None) -> cst.ImportAlias:
+    return cst.ImportAlias(name=cst.Name(name), asname=cst.AsName(cst.Name(asname)) if asname else None)
+
+
+class Applier(cst.CSTTransformer):
+    def __init__(self, plan: Plan) -> None:
+        super().__init__()
+        self.plan = plan
+        self._imports: dict[cst.CSTNode, list[Binding]] = {}
+        for b in plan.bindings:
+            self._imports.setdefault(b.statement, []).append(b)
+        self._emitted: set[tuple[str, str, str | None]] = set()
+        self._emitted_lines: set[str] = set()
+        self._removals: set[int] = set()
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
+        return self.plan.replace.get(original_node, updated_node)
+
+    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.BaseExpression:
+        new = self.plan.replace.get(original_node)
+        if new is None:
+            return updated_node
+        if isinstance(new, cst.Attribute):
+            return updated_node.with_changes(attr=new.attr)
+        return new
+
+    def leave_SimpleString(self, original_node: cst.SimpleString,
+                           updated_node: cst.SimpleString) -> cst.BaseExpression:
+        return self.plan.replace.get(original_node, updated_node)
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        edit = self.plan.calls.get(original_node)
+        if edit is None:
+            return updated_node
+        return updated_node.with_changes(args=apply_arguments(updated_node.args, edit))
+
+    def leave_SimpleStatementLine(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine,
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement] | cst.RemovalSentinel:
+        notes = self.plan.notes.get(original_node, [])
+        if original_node in self.plan.drop:
+            return self._removed(updated_node)
+        bindings = self._imports.get(original_node)
+        if not bindings:
+            return _with_notes(updated_node, notes)
+        groups, lines, keep_original = _import_groups(bindings)
+        for module, names in groups.items():
+            names[:] = [n for n in names if (module, *n) not in self._emitted]
+            self._emitted.update((module, *n) for n in names)
+        groups = {m: n for m, n in groups.items() if n}
+        if lines and "import importlib.util" in self._emitted_lines:
+            lines.remove("import importlib.util")
+        self._emitted_lines.update(lines)
+        new: list[cst.BaseStatement] = []
+        small = updated_node.body[0]
+        if (len(groups) == 1 and not lines and not keep_original and len(updated_node.body) == 1
+                and isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar)
+                and len(small.names) == len(next(iter(groups.values())))):
+            # one module in, one module out: keep the statement's own layout and comments
+            module, names = next(iter(groups.items()))
+            aliases = [old.with_changes(name=cst.Name(name), asname=cst.AsName(cst.Name(asname)) if asname else None)
+                       for old, (name, asname) in zip(small.names, names, strict=True)]
+            new.append(updated_node.with_changes(body=[small.with_changes(
+                module=cst.parse_expression(module), names=aliases)]))
+        else:
+            for module, names in groups.items():
+                new.append(cst.SimpleStatementLine(body=[cst.ImportFrom(
+                    module=cst.parse_expression(module),  # type: ignore[arg-type]
+                    names=[_alias(n, a) for n, a in names])]))
+            new += [cst.parse_statement(line + "\n") for line in lines]
+        if keep_original:
+            new.append(self._residual(updated_node, bindings))
+        if not new:
+            return self._removed(updated_node) if not notes else _with_notes(
+                updated_node.with_changes(body=[cst.Pass()]), notes)
+        new[0] = new[0].with_changes(leading_lines=updated_node.leading_lines)
+        new[-1 if keep_original else 0] = _with_notes(new[-1 if keep_original else 0], notes)
+        if len(new) == 1:
+            return new[0].with_changes(trailing_whitespace=updated_node.trailing_whitespace)
+        return cst.FlattenSentinel(new)
+
+    def _removed(self, node: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
+        """Mark ``node`` for removal; its block removes it and hands its blank lines and comments to the next one."""
+        marked = node.with_changes(body=[cst.Pass()])
+        self._removals.add(id(marked))
+        return marked
+
+    def _sweep(self, body: Sequence[cst.BaseStatement]) -> tuple[list[cst.BaseStatement], bool]:
+        out: list[cst.BaseStatement] = []
+        carried: list[cst.EmptyLine] = []
+        for statement in body:
+            if id(statement) in self._removals:
+                carried += list(getattr(statement, "leading_lines", ()))
+                continue
+            if carried:
+                statement = statement.with_changes(leading_lines=[*carried, *statement.leading_lines])  # type: ignore[attr-defined]
+                carried = []
+            out.append(statement)
+        return out, len(out) != len(body)
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        body, changed = self._sweep(updated_node.body)
+        return updated_node.with_changes(body=body) if changed else updated_node
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock,
+                            updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+        body, changed = self._sweep(updated_node.body)
+        if not changed:
+            return updated_node
+        return updated_node.with_changes(body=body or [cst.SimpleStatementLine(body=[cst.Pass()])])
+
+    def _residual(self, node: cst.SimpleStatementLine, bindings: list[Binding]) -> cst.SimpleStatementLine:
+        """The original import, kept for the names xtrain cannot replace."""
+        keep = {b.local for b in bindings if b.is_module_import or b.target is None or b.target.kind == "missing"}
+        body: list[cst.BaseSmallStatement] = []
+        for small in node.body:
+            if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                names = [a for a in small.names if (a.asname.name.value if a.asname else  # type: ignore[union-attr]
+                                                    cst.Module([]).code_for_node(a.name)) in keep]
+                if names:
+                    names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                    body.append(small.with_changes(names=names))
+            else:
+                body.append(small)
+        return node.with_changes(body=body, leading_lines=[])
+
+    def _compound(self, original_node: cst.CSTNode, updated_node: cst.CSTNodeT) -> cst.CSTNodeT:
+        return _with_notes(updated_node, self.plan.notes.get(original_node, []))
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        return self._compound(original_node, updated_node)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
+        return self._compound(original_node, updated_node)
+
+    def leave_If(self, original_node: cst.If, updated_node: cst.If) -> cst.If:
+        return self._compound(original_node, updated_node)
+
+    def leave_For(self, original_node: cst.For, updated_node: cst.For) -> cst.For:
+        return self._compound(original_node, updated_node)
+
+    def leave_While(self, original_node: cst.While, updated_node: cst.While) -> cst.While:
+        return self._compound(original_node, updated_node)
+
+    def leave_With(self, original_node: cst.With, updated_node: cst.With) -> cst.With:
+        return self._compound(original_node, updated_node)
+
+    def leave_Try(self, original_node: cst.Try, updated_node: cst.Try) -> cst.Try:
+        return self._compound(original_node, updated_node)

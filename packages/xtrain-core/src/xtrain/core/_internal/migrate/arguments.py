@@ -1,0 +1,155 @@
+"""Trainer and Fabric keyword arguments: renamed, dropped, translated (``gpus=2``) or flagged, by the rule table."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from xtrain.core._internal.migrate import installed
+from xtrain.core._internal.migrate.lookup import rule
+from xtrain.core._internal.migrate.rules import Action, Section
+
+__all__ = ["ArgEdit", "apply_arguments", "plan_arguments", "precision_value"]
+
+
+@dataclass
+class ArgEdit:
+    """What happens to a call's arguments: ``rename[i]``, ``values[i]``, ``drop``, ``added`` keyword arguments."""
+
+    rename: dict[int, str] = field(default_factory=dict)
+    values: dict[int, cst.BaseExpression] = field(default_factory=dict)
+    drop: set[int] = field(default_factory=set)
+    added: list[tuple[str, cst.BaseExpression]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    counts: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.rename or self.values or self.drop or self.added or self.notes)
+
+
+def _literal(node: cst.BaseExpression) -> object:
+    if isinstance(node, cst.Integer):
+        return int(node.value)
+    if isinstance(node, cst.SimpleString):
+        return node.evaluated_value
+    if isinstance(node, cst.Name) and node.value in ("None", "True", "False"):
+        return {"None": None, "True": True, "False": False}[node.value]
+    return ...
+
+
+def precision_value(node: cst.BaseExpression) -> str | None:
+    """The canonical precision name for a legacy literal (``16`` -> ``"16-mixed"``), else ``None``."""
+    value = _literal(node)
+    if value is ... or value is None or isinstance(value, bool):
+        return None
+    r = rule(Section.PRECISION, str(value))
+    return r.xtrain if r is not None else None
+
+
+_STRATEGY_AS_ACCELERATOR = ("ddp", "ddp_spawn", "dp", "ddp2", "ddp_cpu", "horovod")
+
+
+def _string(value: str) -> cst.SimpleString:
+    return cst.SimpleString(f'"{value}"')
+
+
+def plan_arguments(args: list[cst.Arg], *, lightning: str, target: str) -> ArgEdit:
+    """Plan the rewrite of the keyword arguments of a call to the Lightning callable ``lightning`` (its last name),
+    ``target`` being the xtrain callable they will be passed to."""
+    edit = ArgEdit()
+    given = {a.keyword.value for a in args if a.keyword is not None
+             and not (a.keyword.value == "accelerator" and _literal(a.value) in _STRATEGY_AS_ACCELERATOR)}
+    for i, arg in enumerate(args):
+        if arg.keyword is None:
+            continue
+        key = arg.keyword.value
+        r = rule(Section.TRAINER_ARG, key) if lightning == "Trainer" else rule(
+            Section.ENGINE if lightning == "Fabric" else Section.ARGUMENT, f"{lightning}({key}=)")
+        label = f"{lightning}({key}=)"
+        if r is None or r.action is Action.SAME:
+            if not installed.accepts(target, key):
+                edit.notes.append(f"{target.rpartition('.')[2]}({key}=) is not accepted by the installed xtrain: "
+                                  f"remove it or upgrade xtrain-core")
+            continue
+        if r.action is Action.DROP:
+            edit.drop.add(i)
+            edit.counts.append(f"{label} removed ({r.note})")
+        elif r.action is Action.MISSING:
+            edit.notes.append(f"{key}=: {r.note}")
+        elif r.action is Action.RENAME and r.xtrain is not None:
+            edit.rename[i] = r.xtrain
+            edit.counts.append(f"{label} -> {r.xtrain}=")
+        elif r.action is Action.TRANSLATE:
+            _translate(edit, i, key, arg.value, given)
+    return edit
+
+
+def _devices(edit: ArgEdit, i: int, key: str, value: cst.BaseExpression, given: set[str], accelerator: str) -> None:
+    literal = _literal(value)
+    if literal in (0, None, "0", ""):
+        edit.drop.add(i)
+        edit.counts.append(f"{key}=0 removed")
+        return
+    if "devices" in given:
+        edit.notes.append(f"{key}= and devices= are both given: keep devices= and remove {key}=")
+        return
+    edit.rename[i] = "devices"
+    if "accelerator" not in given:
+        edit.added.append(("accelerator", _string(accelerator)))
+    edit.counts.append(f"Trainer({key}=N) -> accelerator=\"{accelerator}\", devices=N")
+    if literal is ...:
+        edit.notes.append(f"{key}= became devices= with accelerator=\"{accelerator}\": if the value can be 0 or None, "
+                          f"pass accelerator=\"cpu\" in that case")
+
+
+def _translate(edit: ArgEdit, i: int, key: str, value: cst.BaseExpression, given: set[str]) -> None:
+    literal = _literal(value)
+    if key == "precision":
+        canonical = precision_value(value)
+        if canonical is not None:
+            edit.values[i] = _string(canonical)
+            edit.counts.append(f"precision={literal!r} -> \"{canonical}\"")
+    elif key == "accelerator" and literal in _STRATEGY_AS_ACCELERATOR:
+        edit.rename[i] = "strategy"
+        if literal == "ddp_cpu":
+            edit.values[i] = _string("ddp")
+            if "accelerator" not in given:
+                edit.added.append(("accelerator", _string("cpu")))
+        edit.counts.append(f"Trainer(accelerator={literal!r}) -> strategy=")
+    elif key in ("gpus", "tpu_cores", "num_processes"):
+        _devices(edit, i, key, value, given, {"gpus": "gpu", "tpu_cores": "tpu", "num_processes": "cpu"}[key])
+    elif key == "weights_summary":
+        edit.drop.add(i)
+        if literal is None:
+            edit.added.append(("enable_model_summary", cst.Name("False")))
+        edit.counts.append("Trainer(weights_summary=) -> enable_model_summary=")
+    elif key == "progress_bar_refresh_rate":
+        edit.drop.add(i)
+        if literal == 0:
+            edit.added.append(("enable_progress_bar", cst.Name("False")))
+        edit.counts.append("Trainer(progress_bar_refresh_rate=) -> enable_progress_bar=")
+
+
+def apply_arguments(args: Sequence[cst.Arg], edit: ArgEdit) -> list[cst.Arg]:
+    """``args`` (the updated arguments of the call that ``edit`` was planned on) after the edit."""
+    out: list[cst.Arg] = []
+    for i, arg in enumerate(args):
+        if i in edit.drop:
+            continue
+        if i in edit.rename:
+            arg = arg.with_changes(keyword=cst.Name(edit.rename[i]))
+        if i in edit.values:
+            arg = arg.with_changes(value=edit.values[i])
+        out.append(arg)
+    for key, value in edit.added:
+        out.append(cst.Arg(value=value, keyword=cst.Name(key),
+                           equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
+    if out and len(out) < len(args) + len(edit.added):
+        last = args[-1]
+        out[-1] = out[-1].with_changes(comma=last.comma)
+    for j in range(len(out) - 1):
+        if out[j].comma is cst.MaybeSentinel.DEFAULT:
+            out[j] = out[j].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return out

@@ -1,0 +1,61 @@
+"""What the installed xtrain offers, so ``migrate`` never writes a name or an argument that would fail at run time.
+
+The rule table says what xtrain has in general; this checks the installed packages (an older xtrain-core, or one
+without xtrain-strategies). Lookups are cached: a migration of many files imports each module once.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from functools import cache
+from typing import Any
+
+__all__ = ["accepts", "exists", "resolve"]
+
+
+@cache
+def resolve(qualified: str) -> Any:
+    """The object named ``qualified`` (``"xtrain.core.Trainer"``, ``"xtrain.core.Engine.launch"``), or ``None``."""
+    parts = qualified.split(".")
+    for split in range(len(parts), 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        except Exception:  # noqa: BLE001 - a broken optional package means "not available", not a crash
+            return None
+        for attr in parts[split:]:
+            try:
+                obj = getattr(obj, attr)
+            except Exception:  # noqa: BLE001 - lazy __getattr__ of plugins may raise anything
+                return None
+        return obj
+    return None
+
+
+def exists(qualified: str) -> bool:
+    return resolve(qualified) is not None
+
+
+@cache
+def _parameters(qualified: str) -> tuple[frozenset[str], bool] | None:
+    obj = resolve(qualified)
+    if obj is None:
+        return None
+    target = obj.__init__ if inspect.isclass(obj) else obj
+    try:
+        params = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    names = frozenset(p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
+    return names, any(p.kind is p.VAR_KEYWORD for p in params)
+
+
+def accepts(qualified: str, keyword: str) -> bool:
+    """Whether calling ``qualified`` accepts ``keyword=`` (``True`` when it cannot be told)."""
+    found = _parameters(qualified)
+    if found is None:
+        return True
+    names, var_keyword = found
+    return var_keyword or keyword in names

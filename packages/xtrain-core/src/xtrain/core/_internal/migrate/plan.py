@@ -1,0 +1,332 @@
+"""First pass over a module: find every Lightning import, reference, call and idiom, and decide what each becomes.
+
+The second pass (``apply.py``) only carries the decisions out, keyed by the original nodes, so every decision can
+look at the whole file (whether a name is free, whether every use of ``import lightning as L`` was understood).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider, QualifiedNameSource
+
+from xtrain.core._internal.migrate import installed
+from xtrain.core._internal.migrate.arguments import ArgEdit, plan_arguments
+from xtrain.core._internal.migrate.lookup import ROOTS, Target, canonical, find, rule, rules
+from xtrain.core._internal.migrate.rules import Action, Section
+
+__all__ = ["Binding", "Plan", "Planner"]
+
+_BASES = {"lightning.pytorch.LightningModule": "xtrain.core.TrainModule",
+          "lightning.pytorch.LightningDataModule": "xtrain.core.DataModule",
+          "lightning.pytorch.Callback": "xtrain.core.Callback"}
+
+
+@dataclass
+class Binding:
+    """One name bound by a Lightning import statement."""
+
+    statement: cst.SimpleStatementLine
+    local: str
+    lightning: str
+    asname: bool
+    target: Target | None
+    is_module_import: bool          # ``import lightning as L`` rather than ``from ... import``
+    unresolved: list[str] = field(default_factory=list)
+    used_as: set[str] = field(default_factory=set)   # qualified xtrain names its references need imported
+
+
+@dataclass
+class Plan:
+    bindings: list[Binding] = field(default_factory=list)
+    replace: dict[cst.CSTNode, cst.BaseExpression] = field(default_factory=dict)
+    calls: dict[cst.Call, ArgEdit] = field(default_factory=dict)
+    notes: dict[cst.CSTNode, list[str]] = field(default_factory=dict)
+    drop: set[cst.CSTNode] = field(default_factory=set)
+    counts: Counter[str] = field(default_factory=Counter)
+    attention: list[tuple[int, str]] = field(default_factory=list)
+
+
+def _dotted(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return f"{_dotted(node.value)}.{node.attr.value}"
+    return ""
+
+
+class Planner(cst.CSTVisitor):
+    METADATA_DEPENDENCIES = (QualifiedNameProvider, ParentNodeProvider, PositionProvider)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.plan = Plan()
+        self._locals: dict[str, Binding] = {}
+        self._classes: list[tuple[str | None, set[str]]] = []
+        self._known: dict[str, str] = {}        # class name in this file -> the xtrain base it derives from
+        self._fabric_names: set[str] = set()
+        self._trainer_names: set[str] = {"trainer"}
+        self._dropped: set[str] = set()
+
+    # -- helpers ---------------------------------------------------------------------------------------------------
+    def _qname(self, node: cst.CSTNode) -> str | None:
+        for q in self.get_metadata(QualifiedNameProvider, node, set()):
+            if q.source is QualifiedNameSource.IMPORT and q.name.split(".")[0] in ROOTS:
+                return canonical(q.name)
+        return None
+
+    def _statement(self, node: cst.CSTNode) -> cst.CSTNode:
+        current: cst.CSTNode = node
+        while not isinstance(current, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            current = self.get_metadata(ParentNodeProvider, current)
+        return current
+
+    def note(self, node: cst.CSTNode, message: str) -> None:
+        statement = self._statement(node)
+        messages = self.plan.notes.setdefault(statement, [])
+        if message not in messages:
+            messages.append(message)
+            self.plan.attention.append((self.get_metadata(PositionProvider, node).start.line, message))
+
+    def count(self, label: str) -> None:
+        self.plan.counts[label] += 1
+
+    # -- imports ---------------------------------------------------------------------------------------------------
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+        for small in node.body:
+            if isinstance(small, cst.Import):
+                for alias in small.names:
+                    name = _dotted(alias.name)
+                    if name.split(".")[0] not in ROOTS:
+                        continue
+                    local = alias.asname.name.value if alias.asname else name.split(".")[0]  # type: ignore[union-attr]
+                    bound = name if alias.asname else name.split(".")[0]
+                    self._bind(Binding(node, local, canonical(bound), False, None, True))
+            elif isinstance(small, cst.ImportFrom) and small.module is not None and small.relative == ():
+                module = _dotted(small.module)
+                if module.split(".")[0] not in ROOTS:
+                    continue
+                if isinstance(small.names, cst.ImportStar):
+                    self.note(node, f"`from {module} import *`: import the names you use from xtrain.core instead")
+                    continue
+                for alias in small.names:
+                    name = _dotted(alias.name)
+                    local = alias.asname.name.value if alias.asname else name  # type: ignore[union-attr]
+                    lightning = canonical(f"{module}.{name}")
+                    target = find(lightning)
+                    self._bind(Binding(node, local, lightning, alias.asname is not None, target, False))
+                    if target is None or target.kind == "missing":
+                        self.note(node, target.note if target else f"{lightning} has no xtrain equivalent")
+                    elif target.kind == "define":
+                        self.count(target.label)
+        return True
+
+    def _bind(self, binding: Binding) -> None:
+        self.plan.bindings.append(binding)
+        self._locals[binding.local] = binding
+        if binding.target is not None and binding.target.kind == "drop":
+            self._dropped.add(binding.local)
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    # -- references ------------------------------------------------------------------------------------------------
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        qname = self._qname(node)
+        if qname is None:
+            self._attribute_idioms(node)
+            return True
+        root = _dotted(node).split(".")[0]
+        binding = self._locals.get(root)
+        if binding is None:
+            return True
+        if binding.target is not None and binding.target.kind == "module":
+            # ``callbacks.X`` with ``from lightning.pytorch import callbacks``: rename the attribute in place.
+            if not isinstance(node.value, cst.Name):
+                return True
+            target = find(qname)
+            if target is None:
+                return True
+            self._module_attribute(node, binding, target)
+            return False
+        target = find(qname)
+        if target is None:
+            return True
+        if not binding.is_module_import:
+            return True
+        if target.kind == "name":
+            binding.used_as.add(target.qualified)
+            self.plan.replace[node] = cst.Name(target.last)
+            self.count(target.label)
+            self._check_call_arguments(node, target)
+            return False
+        if target.kind == "module":
+            return True
+        binding.unresolved.append(_dotted(node))
+        self.note(node, target.note or f"{_dotted(node)} has no xtrain equivalent")
+        return False
+
+    def _module_attribute(self, node: cst.Attribute, binding: Binding, target: Target) -> None:
+        assert binding.target is not None
+        if target.kind == "name" and target.module == binding.target.qualified:
+            if target.last != node.attr.value:
+                self.plan.replace[node] = node.with_changes(attr=cst.Name(target.last))
+                self.count(target.label)
+            self._check_call_arguments(node, target)
+        elif target.kind == "name":
+            binding.used_as.add(target.qualified)
+            self.plan.replace[node] = cst.Name(target.last)
+            self.count(target.label)
+        else:
+            self.note(node, target.note or f"{_dotted(node)} has no xtrain equivalent")
+
+    def visit_Name(self, node: cst.Name) -> bool:
+        binding = self._locals.get(node.value)
+        if binding is None or binding.is_module_import or self._qname(node) is None:
+            return True
+        target = binding.target
+        if target is None:
+            return True
+        if target.kind == "name":
+            if not binding.asname and target.last != node.value:
+                self.plan.replace[node] = cst.Name(target.last)
+            self.count(target.label)
+            self._check_call_arguments(node, target)
+        elif target.kind == "missing":
+            self.note(node, target.note)
+        elif target.kind == "drop":
+            statement = self._statement(node)
+            call = getattr(getattr(statement, "body", [None])[0], "value", None)
+            if isinstance(statement, cst.SimpleStatementLine) and isinstance(call, cst.Call) and call.func is node:
+                self.plan.drop.add(statement)
+                self.count(target.label)
+            else:
+                self.note(node, target.note)
+        return True
+
+    def _check_call_arguments(self, node: cst.BaseExpression, target: Target) -> None:
+        parent = self.get_metadata(ParentNodeProvider, node)
+        if not isinstance(parent, cst.Call) or parent.func is not node:
+            return
+        lightning = (target.lightning or target.qualified).rpartition(".")[2]
+        self._plan_call(parent, lightning, target.qualified)
+
+    def _plan_call(self, call: cst.Call, lightning: str, target: str) -> None:
+        edit = plan_arguments(list(call.args), lightning=lightning, target=target)
+        if edit:
+            self.plan.calls[call] = edit
+            for label in edit.counts:
+                self.count(label)
+            for message in edit.notes:
+                self.note(call, message)
+
+    # -- idioms ----------------------------------------------------------------------------------------------------
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if isinstance(node.value, cst.Call):
+            q = self._qname(node.value.func)
+            for t in node.targets:
+                name = _dotted(t.target)
+                if q == "lightning.fabric.Fabric" and name:
+                    self._fabric_names.add(name)
+                elif q == "lightning.pytorch.Trainer" and name:
+                    self._trainer_names.add(name)
+
+    def visit_Param(self, node: cst.Param) -> None:
+        if node.annotation is not None and self._qname(node.annotation.annotation) == "lightning.fabric.Fabric":
+            self._fabric_names.add(node.name.value)
+
+    def _attribute_idioms(self, node: cst.Attribute) -> None:
+        receiver, attr = _dotted(node.value), node.attr.value
+        if receiver in self._fabric_names or receiver.endswith(".fabric"):
+            r = rule(Section.ENGINE, f"Fabric.{attr}")
+            if r is not None and r.action is Action.MISSING:
+                self.note(node, f"{receiver}.{attr}: {r.note}")
+            elif r is None and not installed.exists(f"xtrain.core.Engine.{attr}") and not attr.startswith("_"):
+                self.note(node, f"{receiver}.{attr}: the Engine has no {attr}")
+            return
+        if attr == "load_from_checkpoint" and receiver[:1].isupper() and not installed.exists(
+                "xtrain.core.TrainModule.load_from_checkpoint"):
+            self.note(node, "load_from_checkpoint is not in the installed xtrain: upgrade xtrain-core, or build the "
+                            "module and load_state_dict(torch.load(path, weights_only=True)[\"state_dict\"])")
+            return
+        if receiver in self._trainer_names or receiver.endswith(".trainer"):
+            parent = self.get_metadata(ParentNodeProvider, node)
+            if attr in ("fit", "validate", "test", "predict") and isinstance(parent, cst.Call):
+                for arg in parent.args:
+                    if arg.keyword is not None and not installed.accepts(f"xtrain.core.Trainer.{attr}",
+                                                                         arg.keyword.value):
+                        self.note(node, f"trainer.{attr}({arg.keyword.value}=) is not accepted by the installed "
+                                        f"xtrain: remove it or upgrade xtrain-core")
+            r = rule(Section.TRAINER_API, attr)
+            if r is not None and r.xtrain is not None:
+                self.plan.replace[node] = node.with_changes(attr=cst.Name(r.xtrain))
+                self.count(f"trainer.{attr} -> trainer.{r.xtrain}")
+            elif r is not None:
+                self.note(node, f"{receiver}.{attr}: {r.note}")
+            return
+        if receiver == "self" and self._classes and self._classes[-1][0] == "xtrain.core.TrainModule":
+            defined = self._classes[-1][1]
+            parent = self.get_metadata(ParentNodeProvider, node)
+            if attr in ("log", "log_dict") and isinstance(parent, cst.Call) and parent.func is node:
+                self._plan_call(parent, "LightningModule.log", "xtrain.core.TrainModule.log")
+            r = rule(Section.MODULE_API, attr)
+            if r is not None and attr not in defined and not installed.exists(f"xtrain.core.TrainModule.{attr}"):
+                self.note(node, f"self.{attr} is not in the installed xtrain's TrainModule" + (
+                    f": {r.note}" if r.note else "; upgrade xtrain-core"))
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        base = None
+        for arg in node.bases:
+            q = self._qname(arg.value)
+            base = base or (_BASES.get(q) if q else self._known.get(_dotted(arg.value)))
+        defined = {s.name.value for s in node.body.body if isinstance(s, cst.FunctionDef)}
+        for assign in _self_assignments(node):
+            defined.add(assign)
+        self._classes.append((base, defined))
+        if base is None:
+            return
+        self._known[node.name.value] = base
+        for statement in node.body.body:
+            if isinstance(statement, cst.FunctionDef):
+                self._check_hook(statement, base)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self._classes.pop()
+
+    def _check_hook(self, method: cst.FunctionDef, base: str) -> None:
+        name = method.name.value
+        r = rule(Section.MODULE_API, name)
+        if r is not None and r.action is Action.MISSING:
+            self.note(method, f"{name}: {r.note}")
+        elif r is not None and not installed.exists(f"{base}.{name}") and name not in ("load_from_checkpoint",):
+            self.note(method, f"the installed xtrain does not call {name}; upgrade xtrain-core or move the code")
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        if "lightning_logs" in node.value and self.plan.bindings:
+            self.plan.replace[node] = node.with_changes(value=node.value.replace("lightning_logs", "xtrain_logs"))
+            self.count(rules(Section.BEHAVIOUR)["lightning_logs/"].lightning + " -> xtrain_logs/")
+
+
+def _self_assignments(node: cst.ClassDef) -> set[str]:
+    found: set[str] = set()
+
+    class Finder(cst.CSTVisitor):
+        def visit_AssignTarget(self, target: cst.AssignTarget) -> None:
+            t = target.target
+            if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
+                found.add(t.attr.value)
+
+        def visit_AnnAssign(self, assign: cst.AnnAssign) -> None:
+            t = assign.target
+            if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
+                found.add(t.attr.value)
+            elif isinstance(t, cst.Name):
+                found.add(t.value)
+
+    node.visit(Finder())
+    return found

@@ -1,0 +1,286 @@
+"""The one table of ``xtrain migrate``: every Lightning name, argument and idiom it knows, and what xtrain has instead.
+
+``docs/migration.md`` is generated from this table (``python -m xtrain.core.migrate --write-docs``) and a test keeps
+the two equal. Names are canonical: ``pytorch_lightning`` is read as ``lightning.pytorch`` and ``lightning_fabric`` as
+``lightning.fabric``; a name is found under any submodule of the module it is listed in
+(``lightning.pytorch.callbacks.model_checkpoint.ModelCheckpoint`` matches ``lightning.pytorch.callbacks.ModelCheckpoint``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+__all__ = ["RULES", "Action", "Rule", "Section"]
+
+
+class Section(StrEnum):
+    MODULE = "module"
+    NAME = "name"
+    TRAINER_ARG = "trainer argument"
+    ARGUMENT = "argument"
+    ENGINE = "Fabric to Engine"
+    MODULE_API = "LightningModule"
+    TRAINER_API = "Trainer attribute"
+    PRECISION = "precision value"
+    BEHAVIOUR = "behaviour"
+
+
+class Action(StrEnum):
+    SAME = "same"            # kept as it is
+    RENAME = "rename"        # replaced by ``xtrain``
+    TRANSLATE = "translate"  # rewritten by code in ``transform.py`` (the note says how)
+    DROP = "drop"            # removed with the statements that use it
+    MISSING = "missing"      # left in place with a ``# xtrain migrate:`` comment saying what to do
+    DOC = "doc"              # a difference in behaviour: nothing to rewrite, documented
+
+
+@dataclass(frozen=True)
+class Rule:
+    section: Section
+    lightning: str
+    action: Action
+    xtrain: str | None = None
+    note: str = ""
+
+
+def _r(section: Section, lightning: str, xtrain: str | None = None, note: str = "", *,
+       action: Action | None = None) -> Rule:
+    if action is None:
+        action = Action.MISSING if xtrain is None else Action.RENAME
+    return Rule(section, lightning, action, xtrain, note)
+
+
+M, N, T, E, A, TA, P, B, AR = (Section.MODULE, Section.NAME, Section.TRAINER_ARG, Section.ENGINE, Section.MODULE_API,
+                               Section.TRAINER_API, Section.PRECISION, Section.BEHAVIOUR, Section.ARGUMENT)
+SAME, TR, DROP, MISS, DOC = Action.SAME, Action.TRANSLATE, Action.DROP, Action.MISSING, Action.DOC
+_PL, _CB, _LG, _UT, _FB = ("lightning.pytorch", "lightning.pytorch.callbacks", "lightning.pytorch.loggers",
+                           "lightning.pytorch.utilities", "lightning.fabric")
+_NOT_YET = "not in xtrain yet; keep Lightning's class or write a Callback"
+
+RULES: tuple[Rule, ...] = (
+    # -- modules: where names not listed below are looked up (same name in the xtrain module) -------------------
+    _r(M, _PL, "xtrain.core"),
+    _r(M, f"{_PL}.core", "xtrain.core"),
+    _r(M, f"{_PL}.trainer", "xtrain.core"),
+    _r(M, _CB, "xtrain.core.callbacks"),
+    _r(M, _LG, "xtrain.core.loggers"),
+    _r(M, f"{_PL}.cli", "xtrain.core.cli"),
+    _r(M, f"{_PL}.strategies", "xtrain.strategies"),
+    _r(M, f"{_PL}.plugins.environments", "xtrain.strategies.environments"),
+    _r(M, f"{_PL}.accelerators", "xtrain.core", "third-party accelerators register an entry point instead"),
+    _r(M, _UT, None, "xtrain has no utilities module; the names it has are in the names table"),
+    _r(M, f"{_UT}.rank_zero", "xtrain.core.rank_zero"),
+    _r(M, f"{_FB}.utilities.rank_zero", "xtrain.core.rank_zero"),
+    _r(M, _FB, "xtrain.core"),
+    _r(M, f"{_FB}.strategies", "xtrain.strategies"),
+    _r(M, f"{_FB}.plugins.environments", "xtrain.strategies.environments"),
+    _r(M, f"{_PL}.demos", None, "Lightning's demo data sets and models are not part of xtrain; copy the class "
+                                "into your project or use torchvision"),
+    _r(M, f"{_PL}.tuner", "xtrain.core.tuner", "Tuner(trainer).lr_find(...) and .scale_batch_size(...)"),
+    _r(M, f"{_PL}.profilers", None, "profilers are not in xtrain yet; use torch.profiler.profile around trainer.fit"),
+    _r(M, f"{_PL}.serve", None, "model serving is not part of xtrain"),
+    _r(M, f"{_PL}.metrics", None, "Lightning 1.x: use torchmetrics"),
+    # -- names ----------------------------------------------------------------------------------------------------
+    _r(N, f"{_PL}.LightningModule", "xtrain.core.TrainModule", "same step methods, hooks, self.log and "
+                                                               "configure_optimizers forms"),
+    _r(N, f"{_PL}.LightningDataModule", "xtrain.core.DataModule"),
+    _r(N, f"{_PL}.Trainer", "xtrain.core.Trainer", "arguments: see the Trainer arguments table"),
+    _r(N, f"{_PL}.Callback", "xtrain.core.Callback", "same hook names and signatures"),
+    _r(N, f"{_PL}.seed_everything", "xtrain.core.seed_everything"),
+    _r(N, f"{_PL}.cli_lightning_logo", None, "prints Lightning's logo; the call is removed", action=DROP),
+    _r(N, f"{_PL}.cli.LightningCLI", "xtrain.core.cli.XtrainCLI", "same layout of the YAML config; or run the "
+                                                                 "`xtrain fit --config ...` command"),
+    _r(N, f"{_PL}.cli.LightningArgumentParser", None, "use jsonargparse.ArgumentParser"),
+    _r(N, f"{_PL}.core.mixins.HyperparametersMixin", None, "TrainModule and DataModule have save_hyperparameters"),
+    _r(N, f"{_CB}.TQDMProgressBar", "xtrain.core.callbacks.ProgressBar", "refresh_rate (batches) becomes "
+                                                                       "refresh_interval (seconds)"),
+    _r(N, f"{_CB}.RichModelSummary", "xtrain.core.callbacks.ModelSummary"),
+    _r(N, f"{_CB}.Checkpoint", "xtrain.core.callbacks.ModelCheckpoint", "the base class of checkpointing callbacks"),
+    *(_r(N, f"{_CB}.{name}", f"xtrain.core.callbacks.{name}") for name in (
+        "BackboneFinetuning", "BaseFinetuning", "BasePredictionWriter", "DeviceStatsMonitor", "EMAWeightAveraging",
+        "GradientAccumulationScheduler", "LambdaCallback", "OnExceptionCheckpoint", "SpikeDetection",
+        "StochasticWeightAveraging", "ThroughputMonitor", "Timer", "WeightAveraging")),
+    _r(N, f"{_CB}.BatchSizeFinder", None, "use xtrain.core.tuner.Tuner(trainer).scale_batch_size(model) before fit"),
+    _r(N, f"{_CB}.LearningRateFinder", None, "use xtrain.core.tuner.Tuner(trainer).lr_find(model) before fit"),
+    _r(N, f"{_CB}.ModelPruning", None, _NOT_YET + " calling torch.nn.utils.prune"),
+    _r(N, f"{_LG}.LightningLoggerBase", "xtrain.core.loggers.Logger", "Lightning 1.x name of the base class"),
+    _r(N, f"{_LG}.Logger", "xtrain.core.loggers.Logger"),
+    *(_r(N, f"{_LG}.{name}", None, "not in xtrain yet; use TensorBoardLogger or CSVLogger") for name in (
+        "CometLogger", "MLFlowLogger", "NeptuneLogger", "WandbLogger", "LitLogger")),
+    *(_r(N, f"{_UT}.{name}", f"xtrain.core.rank_zero.{name}") for name in (
+        "rank_zero_only", "rank_zero_info", "rank_zero_warn", "rank_zero_debug")),
+    _r(N, f"{_UT}.rank_zero_deprecation", "xtrain.core.rank_zero.rank_zero_warn", "warns a UserWarning"),
+    _r(N, f"{_UT}.seed.seed_everything", "xtrain.core.seed_everything"),
+    _r(N, f"{_UT}.grad_norm", None, "compute torch.linalg.vector_norm over p.grad yourself"),
+    _r(N, f"{_UT}.AttributeDict", None, "self.hparams is a plain mapping with attribute access"),
+    _r(N, f"{_UT}.CombinedLoader", None, "return a dict or list of loaders from *_dataloader"),
+    _r(N, f"{_UT}.model_helpers.get_torchvision_model", "torchvision.models.get_model", "the same call"),
+    _r(N, f"{_UT}.model_helpers.is_overridden", None, "compare type(obj).method with the base class's"),
+    _r(N, f"{_UT}.imports._TORCHVISION_AVAILABLE", None, "becomes importlib.util.find_spec(\"torchvision\") is "
+                                                         "not None (any _<PACKAGE>_AVAILABLE the same way)",
+       action=TR),
+    *(_r(N, f"{_UT}.types.{name}", "typing.Any", "a type alias; Any keeps annotations valid") for name in (
+        "STEP_OUTPUT", "EVAL_DATALOADERS", "TRAIN_DATALOADERS", "OptimizerLRScheduler", "LRSchedulerConfig",
+        "OptimizerLRSchedulerConfig", "LRSchedulerTypeUnion")),
+    _r(N, f"{_UT}.exceptions.MisconfigurationException", "xtrain.core.ConfigError", "a ValueError subclass"),
+    _r(N, f"{_UT}.warnings.PossibleUserWarning", "builtins.UserWarning"),
+    _r(N, f"{_PL}.demos.boring_classes.BoringModel", None, "copy the small model into your project"),
+    _r(N, f"{_PL}.strategies.DDPStrategy", "xtrain.strategies.DDPStrategy"),
+    _r(N, f"{_PL}.strategies.FSDPStrategy", "xtrain.strategies.FSDPStrategy", "built on FSDP2"),
+    _r(N, f"{_PL}.strategies.ParallelStrategy", "xtrain.core.ParallelStrategy"),
+    _r(N, f"{_PL}.strategies.SingleDeviceStrategy", "xtrain.core.defaults.single_device.SingleDeviceStrategy"),
+    _r(N, f"{_PL}.strategies.DeepSpeedStrategy", None, "DeepSpeed is not supported; use strategy=\"fsdp\""),
+    _r(N, f"{_PL}.plugins.precision.MixedPrecision", None, "pass precision=\"16-mixed\" or \"bf16-mixed\""),
+    _r(N, f"{_FB}.Fabric", "xtrain.core.Engine", "see the Fabric to Engine table"),
+    _r(N, f"{_FB}.seed_everything", "xtrain.core.seed_everything"),
+    _r(N, f"{_FB}.loggers.TensorBoardLogger", None, "the Engine has no loggers: use "
+                                                    "torch.utils.tensorboard.SummaryWriter on rank 0"),
+    _r(N, f"{_FB}.loggers.CSVLogger", None, "the Engine has no loggers: write the CSV on rank 0"),
+    *(_r(N, f"{_FB}.utilities.{name}", f"xtrain.core.rank_zero.{name}") for name in (
+        "rank_zero_only", "rank_zero_info", "rank_zero_warn")),
+    _r(N, f"{_FB}.utilities.seed.seed_everything", "xtrain.core.seed_everything"),
+    _r(N, f"{_FB}.wrappers.is_wrapped", None, "check isinstance(obj, xtrain.core._internal.engine_module"
+                                              ".EngineModule)"),
+    _r(N, f"{_FB}.wrappers._unwrap_objects", None, "use the wrapped model's .module"),
+    # -- Trainer arguments ------------------------------------------------------------------------------------------
+    *(_r(T, arg, action=SAME) for arg in (
+        "strategy", "devices", "num_nodes", "logger", "callbacks", "fast_dev_run", "max_epochs",
+        "min_epochs", "max_steps", "min_steps", "max_time", "limit_train_batches", "limit_val_batches",
+        "limit_test_batches", "limit_predict_batches", "overfit_batches", "val_check_interval",
+        "check_val_every_n_epoch", "num_sanity_val_steps", "log_every_n_steps", "enable_checkpointing",
+        "enable_progress_bar", "enable_model_summary", "accumulate_grad_batches", "gradient_clip_val",
+        "gradient_clip_algorithm", "deterministic", "benchmark", "inference_mode", "use_distributed_sampler",
+        "profiler", "detect_anomaly", "barebones", "plugins", "sync_batchnorm", "reload_dataloaders_every_n_epochs",
+        "default_root_dir")),
+    _r(T, "accelerator", None, "kept; a Lightning 1.x strategy name given here (\"ddp\", \"ddp_spawn\", \"dp\", "
+                               "\"ddp_cpu\") moves to strategy=", action=TR),
+    _r(T, "precision", None, "legacy values become the canonical names (see the precision table)", action=TR),
+    _r(T, "gpus", None, "Lightning 1.x: becomes accelerator=\"gpu\", devices=N", action=TR),
+    _r(T, "tpu_cores", None, "Lightning 1.x: becomes accelerator=\"tpu\", devices=N", action=TR),
+    _r(T, "ipus", None, "IPUs are not supported"),
+    _r(T, "hpus", None, "HPUs are not supported by the installed accelerators; see the plugin catalogue"),
+    _r(T, "num_processes", None, "Lightning 1.x: becomes accelerator=\"cpu\", devices=N", action=TR),
+    _r(T, "distributed_backend", "strategy", "Lightning 1.x"),
+    _r(T, "replace_sampler_ddp", "use_distributed_sampler"),
+    _r(T, "checkpoint_callback", "enable_checkpointing", "Lightning 1.x"),
+    _r(T, "weights_summary", None, "Lightning 1.x: None becomes enable_model_summary=False; otherwise removed",
+       action=TR),
+    _r(T, "progress_bar_refresh_rate", None, "Lightning 1.x: 0 becomes enable_progress_bar=False; otherwise "
+                                             "removed", action=TR),
+    _r(T, "resume_from_checkpoint", None, "pass ckpt_path=... to trainer.fit instead"),
+    _r(T, "auto_select_gpus", None, "devices=N picks free devices", action=DROP),
+    _r(T, "flush_logs_every_n_steps", None, "loggers flush on their own", action=DROP),
+    _r(T, "move_metrics_to_cpu", None, "logged values stay on device until written", action=DROP),
+    _r(T, "amp_backend", None, "precision=\"16-mixed\" uses torch.amp", action=DROP),
+    _r(T, "amp_level", None, "apex is not supported", action=DROP),
+    _r(T, "track_grad_norm", None, "log the gradient norm in on_before_optimizer_step"),
+    _r(T, "terminate_on_nan", None, "use EarlyStopping(check_finite=True) or detect_anomaly=True"),
+    _r(T, "stochastic_weight_avg", None, "use a StochasticWeightAveraging callback"),
+    _r(T, "auto_lr_find", None, "Lightning 1.x: call xtrain.core.tuner.Tuner(trainer).lr_find(model) before fit"),
+    _r(T, "auto_scale_batch_size", None, "Lightning 1.x: call Tuner(trainer).scale_batch_size(model) before fit"),
+    _r(T, "truncated_bptt_steps", None, "split the sequence in training_step (manual optimization)"),
+    _r(T, "multiple_trainloader_mode", None, "return a dict of loaders; they are cycled to the longest"),
+    _r(T, "prepare_data_per_node", None, "set DataModule.prepare_data_per_node instead"),
+    _r(T, "reload_dataloaders_every_epoch", "reload_dataloaders_every_n_epochs", "Lightning 1.x: True means 1"),
+    _r(T, "log_gpu_memory", None, "use a DeviceStatsMonitor callback"),
+    _r(T, "enable_autolog_hparams", None, "hyperparameters are always logged", action=DROP),
+    _r(T, "model_registry", None, "not supported; delete the argument"),
+    _r(T, "suggest_integrations", None, "xtrain prints no suggestions", action=DROP),
+    # -- other arguments -------------------------------------------------------------------------------------------
+    _r(AR, "TQDMProgressBar(refresh_rate=)", None, "the bar refreshes by time (refresh_interval, seconds)",
+       action=DROP),
+    _r(AR, "TQDMProgressBar(process_position=)", None, "one bar per process is not needed", action=DROP),
+    _r(AR, "RichProgressBar(refresh_rate=)", None, "the bar refreshes by time (refresh_interval, seconds)",
+       action=DROP),
+    _r(AR, "RichProgressBar(leave=)", None, "the finished bar stays", action=DROP),
+    _r(AR, "LightningCLI(save_config_kwargs=)", None, "the config is always written beside the logs, replacing an "
+                                                     "older one", action=DROP),
+    _r(AR, "LightningCLI(save_config_callback=)", None, "the config is always saved; remove the argument"),
+    _r(AR, "LightningCLI(auto_configure_optimizers=)", None, "--optimizer/--lr_scheduler are always available; "
+                                                            "remove the argument"),
+    _r(AR, "LightningCLI(env_parse=)", None, "pass parser_kwargs={\"default_env\": True}"),
+    _r(AR, "ModelSummary(max_depth=)", "max_depth", action=SAME),
+    _r(AR, "RichModelSummary(max_depth=)", "max_depth", action=SAME),
+    # -- Fabric to Engine ------------------------------------------------------------------------------------------
+    *(_r(E, f"Fabric.{name}", f"Engine.{name}", action=SAME) for name in (
+        "launch", "setup", "setup_module", "setup_optimizers", "setup_dataloaders", "backward", "clip_gradients",
+        "autocast", "no_backward_sync", "to_device", "all_reduce", "all_gather", "broadcast", "barrier", "print",
+        "seed_everything", "save", "load", "device", "global_rank", "local_rank", "node_rank", "world_size",
+        "is_global_zero", "strategy", "rank_zero_first")),
+    _r(E, "Fabric(callbacks=)", None, "the Engine has no callbacks: call your functions directly"),
+    _r(E, "Fabric(loggers=)", None, "the Engine has no loggers: use torch.utils.tensorboard.SummaryWriter on rank 0"),
+    _r(E, "Fabric.log", None, "the Engine has no loggers: write metrics with SummaryWriter on rank 0"),
+    _r(E, "Fabric.log_dict", None, "the Engine has no loggers: write metrics with SummaryWriter on rank 0"),
+    _r(E, "Fabric.loggers", None, "the Engine has no loggers"),
+    _r(E, "Fabric.logger", None, "the Engine has no loggers"),
+    _r(E, "Fabric.call", None, "call the hook on your objects directly"),
+    _r(E, "Fabric.init_module", None, "build the module normally; Engine.setup moves and converts it"),
+    _r(E, "Fabric.init_tensor", None, "create tensors on engine.device"),
+    _r(E, "Fabric.load_raw", None, "use engine.load(path, {\"model\": model})"),
+    _r(E, "Fabric.accelerator", None, "use engine.strategy.accelerator"),
+    _r(E, "Fabric.run", None, "Lightning 1.x LightningLite: call your function after engine.launch()"),
+    # -- LightningModule methods and attributes ----------------------------------------------------------------
+    *(_r(A, f"{stage}_epoch_end", None, "removed in Lightning 2.0: collect the step outputs in a list yourself and "
+                                        f"use on_{hook}_epoch_end") for stage, hook in (
+        ("training", "train"), ("validation", "validation"), ("test", "test"), ("predict", "predict"))),
+    *(_r(A, name, None, "removed in Lightning 2.0: do this at the end of *_step") for name in (
+        "validation_step_end", "test_step_end")),
+    _r(A, "on_epoch_start", None, "removed in Lightning 2.0: use on_train_epoch_start"),
+    _r(A, "on_epoch_end", None, "removed in Lightning 2.0: use on_train_epoch_end"),
+    _r(A, "on_batch_start", None, "removed in Lightning 2.0: use on_train_batch_start"),
+    _r(A, "on_batch_end", None, "removed in Lightning 2.0: use on_train_batch_end"),
+    _r(A, "on_pretrain_routine_start", None, "removed in Lightning 2.0: use on_fit_start"),
+    _r(A, "on_pretrain_routine_end", None, "removed in Lightning 2.0: use on_fit_start"),
+    *(_r(A, name, action=SAME) for name in (
+        "training_step", "validation_step", "test_step", "predict_step", "configure_optimizers",
+        "configure_callbacks", "configure_model", "configure_gradient_clipping", "optimizer_step",
+        "optimizer_zero_grad", "lr_scheduler_step", "transfer_batch_to_device", "on_before_batch_transfer",
+        "on_after_batch_transfer", "on_validation_model_eval", "on_validation_model_train", "on_test_model_eval",
+        "on_test_model_train", "on_predict_model_eval", "on_save_checkpoint", "on_load_checkpoint", "setup",
+        "teardown", "prepare_data", "on_fit_start", "on_fit_end", "on_train_start", "on_train_end",
+        "on_train_epoch_start", "on_train_epoch_end", "on_validation_epoch_start", "on_validation_epoch_end",
+        "on_test_epoch_start", "on_test_epoch_end", "on_before_backward", "on_after_backward",
+        "on_before_optimizer_step", "on_before_zero_grad", "log", "log_dict", "print", "save_hyperparameters",
+        "hparams", "optimizers", "lr_schedulers", "manual_backward", "clip_gradients", "toggle_optimizer",
+        "untoggle_optimizer", "all_gather", "freeze", "unfreeze", "current_epoch", "global_step", "global_rank",
+        "local_rank", "device", "dtype", "logger", "loggers", "trainer", "automatic_optimization",
+        "example_input_array", "load_from_checkpoint", "to_onnx", "to_torchscript")),
+    # -- Trainer attributes ------------------------------------------------------------------------------------
+    _r(TA, "lightning_module", "module"),
+    _r(TA, "add_argparse_args", None, "Lightning 1.x: add the arguments yourself or use XtrainCLI"),
+    _r(TA, "from_argparse_args", None, "Lightning 1.x: pass Trainer(**vars(args)) or use XtrainCLI"),
+    _r(TA, "tune", None, "Lightning 1.x: use xtrain.core.tuner.Tuner(trainer).lr_find / .scale_batch_size"),
+    *(_r(TA, name, None, "Lightning's loop internals are not public in xtrain: for the number of optimizer steps "
+                         "use trainer.estimated_stepping_batches, for the batches trainer.num_training_batches")
+      for name in ("fit_loop", "validate_loop", "test_loop", "predict_loop")),
+    _r(TA, "accelerator", None, "use trainer.strategy.accelerator"),
+    _r(TA, "num_gpus", None, "Lightning 1.x: use trainer.world_size"),
+    # -- precision values ----------------------------------------------------------------------------------------
+    _r(P, "16", "16-mixed", action=TR),
+    _r(P, "bf16", "bf16-mixed", action=TR),
+    _r(P, "32", "32-true", action=TR),
+    _r(P, "64", "64-true", action=TR),
+    # -- behaviour -------------------------------------------------------------------------------------------------
+    _r(B, "lightning_logs/", "xtrain_logs/", "the default log directory; path strings are rewritten", action=TR),
+    _r(B, "errors", None, "every invalid argument raises xtrain.core.ConfigError (a ValueError) before anything "
+                          "starts; the message names the argument, the value, the choices and the fix", action=DOC),
+    _r(B, "checkpoints", None, "saved at safe points (after an optimizer step or a finished epoch) and resumed "
+                               "exactly, mid-epoch included; loaded with weights_only=True, so hyperparameters "
+                               "that are not plain values are left out with a warning", action=DOC),
+    _r(B, "default checkpointing", None, "also writes last.ckpt, so ckpt_path=\"last\" works after a crash",
+       action=DOC),
+    _r(B, "callback order", None, "callbacks, then the module's hook, then checkpointing and early stopping (so "
+                                  "they see what the module logged)", action=DOC),
+    _r(B, "plugins", None, "accelerators, strategies and precisions are found by entry point; there is no "
+                           "StrategyRegistry.register", action=DOC),
+    _r(B, "devices strings", None, "a string is always device indices: devices=\"2,\" or [2] is device 2; a bare "
+                                   "\"2\" is refused with the two spellings to choose from", action=DOC),
+    _r(B, "second fit after spawn", None, "trainer.fit can be called again after strategy=\"ddp_spawn\"; rank 0's "
+                                          "state comes back to the caller", action=DOC),
+    _r(B, "strategies", None, "\"dp\", \"horovod\" and \"bagua\" are available again (install xtrain-strategies); "
+                              "\"fsdp\" is built on FSDP2 and its checkpoints load under any strategy and world size",
+       action=DOC),
+    _r(B, "precision legacy values", None, "16, \"16\" and \"bf16\" still work with a warning naming the "
+                                           "canonical value; migrate writes the canonical value", action=DOC),
+)
