@@ -17,13 +17,15 @@ from __future__ import annotations
 import atexit
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from xtrain.core._internal.integrity import HashingStream
 from xtrain.core._internal.progress_signal import report_stream_writes
 from xtrain.core.checkpoint_io import PathLike
 from xtrain.core.defaults.torch_io import atomic_write
@@ -49,8 +51,50 @@ class _Job:
     manifest: dict[str, Any]
     data: str
     aside: Path | None
+    sums: dict[str, list[int]] | None
     actions: list[Callable[[], None]] = field(default_factory=list)
     done: bool = False
+
+
+def _writer(directory: Path, sums: dict[str, list[int]] | None) -> Any:
+    """DCP's file writer; with ``sums``, every file it writes is checksummed on its way to disk (not read back)."""
+    from torch.distributed.checkpoint.filesystem import FileSystem, FileSystemWriter
+
+    writer = FileSystemWriter(str(directory))
+    if sums is None:
+        return writer
+    record = sums
+
+    class HashingFileSystem(FileSystem):
+        @contextmanager
+        def create_stream(self, path: Any, mode: str) -> Iterator[Any]:
+            with super().create_stream(path, mode) as stream:
+                if "w" not in mode:
+                    yield stream
+                    return
+                hashed = HashingStream(stream)  # type: ignore[arg-type]
+                yield hashed
+            record[Path(path).name] = [hashed.crc, hashed.size]
+
+        def rename(self, path: Any, new_path: Any) -> None:
+            super().rename(path, new_path)
+            if Path(path).name in record:
+                record[Path(new_path).name] = record.pop(Path(path).name)
+
+    writer.fs = HashingFileSystem()
+    return writer
+
+
+def _save_hashed(obj: Any, path: Path) -> list[int]:
+    """``torch.save`` ``obj`` atomically to ``path``; returns ``[crc32, size]`` of the bytes written."""
+    streams: list[HashingStream] = []
+
+    def write(f: Any) -> None:
+        streams.append(HashingStream(f))
+        torch.save(obj, streams[-1])  # type: ignore[arg-type]
+
+    atomic_write(path, write)
+    return [streams[-1].crc, streams[-1].size]
 
 
 def _distributed() -> bool:
@@ -90,7 +134,6 @@ class ShardedSaver:
 
     def save(self, checkpoint: dict[str, Any], path: PathLike) -> None:
         """Write ``checkpoint`` to the directory ``path``; every rank calls it with its own shards."""
-        from torch.distributed.checkpoint.filesystem import FileSystemWriter
         from torch.distributed.checkpoint.state_dict_saver import async_save, save
 
         self.wait()
@@ -104,16 +147,21 @@ class ShardedSaver:
         # The broadcast also orders rank 0's clean-up before any rank writes into the new data directory.
         data = strategy.broadcast(new_data_name() if zero else "")
         tensors, rest = split_tensors({k: v for k, v in checkpoint.items() if k != "xtrain"})
-        job = _Job(target, dict(checkpoint.get("xtrain", {})), data, aside)
+        sums: dict[str, list[int]] | None = {} if strategy.checkpoint_io.checksums else None
+        job = _Job(target, dict(checkpoint.get("xtrain", {})), data, aside, sums)
         if zero:
             (target / data).mkdir(parents=True, exist_ok=True)
-            atomic_write(target / data / REST_FILE, lambda f: torch.save(rest, f))
-        writer = report_stream_writes(FileSystemWriter(str(target / data)))
+            written = _save_hashed(rest, target / data / REST_FILE)
+            if sums is not None:
+                sums[REST_FILE] = written
+        writer = report_stream_writes(_writer(target / data, sums))
         alone = not _distributed()  # one process without a group (single device): nothing to coordinate
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
             if not self.async_save:
                 save(tensors, storage_writer=writer, no_dist=alone)
+                if sums is not None and not alone:
+                    job.sums = _merge(strategy.all_gather_object(sums))
                 self._commit(job)
                 return
             future = async_save(tensors, storage_writer=writer, process_group=self._group, no_dist=alone)
@@ -126,6 +174,12 @@ class ShardedSaver:
             result = future.result()
             if hasattr(result, "upload_completion"):  # newer torch: an AsyncSaveResponse
                 result.upload_completion.result()
+            if job.sums is not None and _distributed():
+                import torch.distributed as dist
+
+                gathered: list[Any] = [None] * dist.get_world_size(self._group)
+                dist.all_gather_object(gathered, job.sums, group=self._group)
+                job.sums = _merge(gathered)
             self._commit(job)
         except BaseException as err:  # noqa: BLE001 - re-raised in the training thread by wait()
             self._error = err
@@ -133,7 +187,7 @@ class ShardedSaver:
     def _commit(self, job: _Job) -> None:
         """Rank 0: point the manifest at the finished data, drop older data, then run what waited for it."""
         if self._strategy.is_global_zero:
-            write_manifest(job.target, job.manifest, job.data)
+            write_manifest(job.target, job.manifest, job.data, job.sums)
             remove_stale_data(job.target)
             if job.aside is not None:
                 remove_checkpoint_path(job.aside)
@@ -169,3 +223,10 @@ class ShardedSaver:
         if self._error is not None:
             error, self._error = self._error, None
             raise error
+
+
+def _merge(per_rank: list[Any]) -> dict[str, list[int]]:
+    merged: dict[str, list[int]] = {}
+    for sums in per_rank:
+        merged.update(sums)
+    return merged

@@ -1,11 +1,13 @@
-"""Atomic single-file checkpoints with ``torch.save`` / ``torch.load(weights_only=True)``."""
+"""Atomic single-file checkpoints with ``torch.save`` / ``torch.load(weights_only=True)``, CRC-32 checked."""
 
 from __future__ import annotations
 
+import errno
 import os
-import pickle
+import shutil
 import tempfile
-import zipfile
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,8 +20,10 @@ from xtrain.core.errors import CheckpointError
 
 __all__ = ["TorchCheckpointIO", "atomic_write", "read_checkpoint_file"]
 
+_NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
-def atomic_write(path: PathLike, write: Any) -> None:
+
+def atomic_write(path: PathLike, write: Any, *, needed: Callable[[], int] | None = None) -> None:
     """Call ``write(file)`` on a temporary file beside ``path``, fsync it, and rename it over ``path``.
 
     A crash at any moment leaves either the old file or the new one at ``path``, never a partial one: the rename is
@@ -29,6 +33,9 @@ def atomic_write(path: PathLike, write: Any) -> None:
 
     ``write`` gets a file that reports progress to the hang watchdog every 64 MiB, so a slow disk that keeps
     writing never counts as a hang.
+
+    A full disk is a :class:`CheckpointError` naming ``path`` and the bytes needed (``needed()``, or what was written
+    when it failed); the temporary file is removed and ``path`` keeps its previous content.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -39,47 +46,75 @@ def atomic_write(path: PathLike, write: Any) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp_name, target)
-    except BaseException:
+    except BaseException as err:
+        written = Path(tmp_name).stat().st_size if Path(tmp_name).exists() else 0
         Path(tmp_name).unlink(missing_ok=True)
+        if _out_of_room(err):
+            bytes_needed = max(needed() if needed is not None else 0, written)
+            free = shutil.disk_usage(target.parent).free
+            raise CheckpointError(
+                f"saving the checkpoint {str(target)!r} failed: the disk is full ({type(err).__name__}: {err}). It "
+                f"needs about {bytes_needed} bytes ({bytes_needed / 2**20:.1f} MiB); {free} bytes are free there. "
+                f"The previous checkpoint at that path is unchanged. Free space, or set ModelCheckpoint(dirpath=...) "
+                f"to a larger disk.") from err
         raise
 
 
-def read_checkpoint_file(path: PathLike, *, map_location: Any = "cpu") -> dict[str, Any]:
-    """Load a ``torch.save`` file with ``weights_only=True``, turning every failure into a :class:`CheckpointError`."""
-    file = Path(path)
-    if not file.is_file():
-        raise CheckpointError(f"checkpoint {str(file)!r} does not exist (or is not a file).")
-    try:
-        loaded = torch.load(file, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError as err:
-        reason = next((line.strip() for line in str(err).splitlines() if "Unsupported" in line), str(err)[:300])
-        raise CheckpointError(
-            f"checkpoint {str(file)!r} holds objects that are not plain tensors or containers, so it was refused "
-            f"unread (weights_only=True) and nothing in it was executed ({reason}). If you wrote it yourself with "
-            f"custom objects, store them as tensors, numbers, strings, lists or dicts instead."
-        ) from None
-    except (RuntimeError, zipfile.BadZipFile, EOFError, OSError) as err:
-        raise CheckpointError(
-            f"checkpoint {str(file)!r} is truncated or corrupted ({type(err).__name__}: {err}). "
-            f"Resume from an earlier checkpoint."
-        ) from None
-    if not isinstance(loaded, dict):
-        raise CheckpointError(f"checkpoint {str(file)!r} holds a {type(loaded).__name__}, not a checkpoint dict.")
-    return loaded
+def _out_of_room(err: BaseException) -> bool:
+    if isinstance(err, OSError):
+        return err.errno in _NO_ROOM
+    # torch's zip writer reports a failed write as a RuntimeError and loses errno.
+    return isinstance(err, RuntimeError) and "file write failed" in str(err)
+
+
+def _crc32_on_save(enabled: bool) -> AbstractContextManager[Any]:
+    """torch.save computes the zip records' CRC-32s unless its global setting says otherwise; make it say ``enabled``."""
+    import torch.utils.serialization
+
+    config: Any = torch.utils.serialization.config
+    if config.save.compute_crc32 == enabled:
+        return nullcontext()
+    return config.patch({"save.compute_crc32": enabled})  # type: ignore[no-any-return]
+
+
+def checkpoint_bytes(checkpoint: Any) -> int:
+    """The bytes of the tensors in ``checkpoint`` (what a save writes, give or take a few kilobytes)."""
+    from xtrain.core.sharded_checkpoint import split_tensors
+
+    tensors = split_tensors({"": checkpoint})[0]
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors.values()}
+    return sum(storages.values()) + 4096
+
+
+def read_checkpoint_file(path: PathLike, *, map_location: Any = "cpu", verify: bool = True) -> dict[str, Any]:
+    """Load a ``torch.save`` file through the checkpoint gate: CRC-32s checked, then ``weights_only=True``."""
+    from xtrain.core._internal.checkpoint_gate import read_full_file
+
+    return read_full_file(path, verify=verify, map_location=map_location)
 
 
 class TorchCheckpointIO(CheckpointIO):
-    """Writes one file per checkpoint atomically (temp file, fsync, rename); reads with ``weights_only=True``."""
+    """Writes one file per checkpoint atomically (temp file, fsync, rename); reads with ``weights_only=True``.
+
+    Args:
+        checksums: Store a CRC-32 of every record (``torch.save`` computes them as it writes) and check them before
+            a load; a flipped byte is then a :class:`CheckpointError` naming the file and the record. ``False``
+            skips both (for storage that verifies bytes itself).
+    """
 
     name: ClassVar[str] = "torch"
 
+    def __init__(self, *, checksums: bool = True) -> None:
+        self.checksums = checksums
+
     @override
     def save_checkpoint(self, checkpoint: dict[str, Any], path: PathLike) -> None:
-        atomic_write(path, lambda f: torch.save(checkpoint, f))
+        with _crc32_on_save(self.checksums):
+            atomic_write(path, lambda f: torch.save(checkpoint, f), needed=lambda: checkpoint_bytes(checkpoint))
 
     @override
     def load_checkpoint(self, path: PathLike, *, map_location: Any = "cpu") -> dict[str, Any]:
-        return read_checkpoint_file(path, map_location=map_location)
+        return read_checkpoint_file(path, map_location=map_location, verify=self.checksums)
 
     @override
     def remove_checkpoint(self, path: PathLike) -> None:
@@ -101,3 +136,6 @@ class TorchCheckpointIO(CheckpointIO):
         except OSError:
             tmp.unlink(missing_ok=True)
             atomic_write(target, lambda f: f.write(Path(source).read_bytes()))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(checksums={self.checksums})"
