@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xtrain.core._internal.hparams import checkpoint_hparams
+from xtrain.core._internal.manifest import FORMAT_VERSION, write_manifest
+from xtrain.core._internal.restore_apply import restore_checkpoint
 from xtrain.core._internal.rng import collect_rng_states
-from xtrain.core._internal.versions import xtrain_versions
-from xtrain.core.errors import CheckpointError, ConfigError
+from xtrain.core.errors import ConfigError
 from xtrain.core.sharded_checkpoint import checkpoint_complete
 
 if TYPE_CHECKING:
@@ -21,19 +22,8 @@ if TYPE_CHECKING:
 
 __all__ = ["FORMAT_VERSION", "build_checkpoint", "find_checkpoint", "manifest", "restore_checkpoint", "restore_targets"]
 
-FORMAT_VERSION = 1
-
-
 def manifest(trainer: Trainer) -> dict[str, Any]:
-    strategy = trainer.strategy
-    return {
-        "format_version": FORMAT_VERSION,
-        "strategy": strategy.name,
-        "world_size": strategy.world_size,
-        "layout": strategy.checkpoint_layout,
-        "precision": strategy.precision.name,
-        "versions": xtrain_versions(),
-    }
+    return write_manifest(trainer.strategy)
 
 
 def build_checkpoint(trainer: Trainer, *, weights_only: bool = False) -> dict[str, Any]:
@@ -74,45 +64,6 @@ def restore_targets(trainer: Trainer, *, fitting: bool) -> dict[str, Any]:
     if fitting:
         targets["optimizer_states"] = list(trainer.optimizers)
     return targets
-
-
-def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fitting: bool) -> None:
-    """Load module weights, and when ``fitting`` the optimizer, schedulers, loops, callbacks and loggers."""
-    strategy = trainer.strategy
-    meta = checkpoint.get("xtrain")
-    if not isinstance(meta, dict) or "state_dict" not in checkpoint:
-        raise CheckpointError(f"checkpoint {path!r} is not an xtrain checkpoint (it has no 'xtrain' manifest or no "
-                              f"'state_dict'). Load plain state dicts with module.load_state_dict(torch.load(...)).")
-    if meta.get("format_version", 0) > FORMAT_VERSION:
-        raise CheckpointError(f"checkpoint {path!r} has format version {meta['format_version']}; this xtrain-core reads "
-                              f"up to {FORMAT_VERSION}. Upgrade: pip install -U xtrain-core")
-    trainer._hooks.call("on_load_checkpoint", checkpoint)
-    strategy.load_module_state_dict(checkpoint["state_dict"])
-    if not fitting or "optimizer_states" not in checkpoint:
-        return
-    if len(checkpoint["optimizer_states"]) != len(trainer.optimizers):
-        raise CheckpointError(f"checkpoint {path!r} holds {len(checkpoint['optimizer_states'])} optimizer state(s) but "
-                              f"configure_optimizers returned {len(trainer.optimizers)}.")
-    for opt, state in zip(trainer.optimizers, checkpoint["optimizer_states"], strict=True):
-        strategy.load_optimizer_state_dict(opt, state)
-    for config, state in zip(trainer.lr_scheduler_configs, checkpoint.get("lr_schedulers", []), strict=False):
-        config.scheduler.load_state_dict(state)
-    trainer._schedulers_resumed = bool(trainer.lr_scheduler_configs)
-    strategy.precision.load_state_dict(checkpoint.get("precision", {}))
-    trainer._progress.load_state_dict(checkpoint.get("loops", {}))
-    states = checkpoint.get("callbacks", {})
-    for cb in trainer.callbacks:
-        if cb.state_key in states:
-            cb.load_state_dict(states[cb.state_key])
-    if trainer.datamodule is not None and "datamodule" in checkpoint:
-        trainer.datamodule.load_state_dict(checkpoint["datamodule"])
-    for logger, state in zip(trainer.loggers, checkpoint.get("loggers", []), strict=False):
-        logger.resume(state, step=trainer._progress.global_step)
-    rng = checkpoint.get("rng")
-    if rng:
-        same_world = meta.get("world_size") == strategy.world_size
-        trainer._pending_rng = rng[strategy.global_rank] if same_world else None
-    trainer._pending_sampler = checkpoint.get("sampler")
 
 
 def find_checkpoint(trainer: Trainer, ckpt_path: str | Path) -> str:

@@ -1,0 +1,147 @@
+"""The plan half of a restore: compare a checkpoint with everything it will be loaded into, mutating nothing.
+
+A restore that fails half-way leaves a model with some weights from the checkpoint and some not, and torch's error
+(``size mismatch for net.0.weight``) does not say which file. So a restore first compares every entry with its
+target (key sets, shapes, dtypes, optimizer parameter groups, counters' types) and collects every difference; only
+when there is none does anything get loaded. The checks rely on ``module.state_dict()`` (references, no copies;
+sharded tensors report their global shape), so they hold for every strategy's layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from xtrain.core._internal.progress import FitProgress
+from xtrain.core._internal.state_dict import by_name
+from xtrain.core.errors import CheckpointError
+
+__all__ = ["RestorePlan"]
+
+_SHOWN = 8
+
+
+class RestorePlan:
+    """Differences between one checkpoint file and its targets; :meth:`check` raises them all at once."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.problems: list[str] = []
+        self.fixes: list[str] = []
+
+    def module(self, state: Any, module: nn.Module, *, strict: bool = True, entry: str = "state_dict") -> None:
+        """Keys, shapes and dtypes of a module state against the module's own."""
+        if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
+            self.problems.append(f"{entry}: a {type(state).__name__}, not a dict of tensors keyed by name")
+            return
+        own = module.state_dict(keep_vars=True)
+        missing = [k for k in own if k not in state]
+        unexpected = [k for k in state if k not in own]
+        if strict and missing:
+            self.problems.append(f"{entry}: missing {_listed(missing)}")
+        if strict and unexpected:
+            self.problems.append(f"{entry}: unexpected {_listed(unexpected)}")
+        for key in (k for k in own if k in state):
+            self._tensor(f"{entry}: {key}", state[key], own[key])
+
+    def _tensor(self, where: str, saved: Any, live: Any) -> None:
+        if not isinstance(live, torch.Tensor):
+            return
+        if not isinstance(saved, torch.Tensor):
+            self.problems.append(f"{where}: checkpoint holds a {type(saved).__name__}, model a tensor")
+        elif tuple(saved.shape) != tuple(live.shape):
+            self.problems.append(f"{where}: checkpoint {tuple(saved.shape)} vs model {tuple(live.shape)}")
+        elif saved.dtype != live.dtype and not (saved.dtype.is_floating_point and live.dtype.is_floating_point):
+            self.problems.append(f"{where}: checkpoint {saved.dtype} vs model {live.dtype}")
+
+    def optimizers(self, states: Any, optimizers: Sequence[torch.optim.Optimizer],
+                   names: Iterable[dict[int, str]]) -> None:
+        """Count, parameter groups and per-parameter state of every optimizer (``names``: id -> name per optimizer)."""
+        if not isinstance(states, list) or len(states) != len(optimizers):
+            count = len(states) if isinstance(states, list) else type(states).__name__
+            self.problems.append(f"optimizer_states: checkpoint holds {count} optimizer state(s), "
+                                 f"configure_optimizers returned {len(optimizers)}")
+            return
+        for i, (state, optimizer, named) in enumerate(zip(states, optimizers, names, strict=True)):
+            self._optimizer(f"optimizer_states[{i}]", state, optimizer, named)
+
+    def _optimizer(self, where: str, state: Any, optimizer: torch.optim.Optimizer, named: dict[int, str]) -> None:
+        groups = state.get("param_groups") if isinstance(state, dict) else None
+        if not isinstance(groups, list) or not isinstance(state.get("state"), dict) or \
+                not all(isinstance(g, dict) and isinstance(g.get("params"), list) for g in groups):
+            self.problems.append(f"{where}: not an optimizer state (it needs 'state' and 'param_groups')")
+            return
+        if len(groups) != len(optimizer.param_groups):
+            self.problems.append(f"{where}: checkpoint {len(groups)} parameter group(s) vs optimizer "
+                                 f"{len(optimizer.param_groups)}")
+            return
+        keyed = by_name(state) is not None
+        params = {named.get(id(p), ""): p for g in optimizer.param_groups for p in g["params"]}
+        for j, (saved, live) in enumerate(zip(groups, optimizer.param_groups, strict=True)):
+            now = [named.get(id(p), "") for p in live["params"]]
+            if keyed and sorted(map(str, saved["params"])) != sorted(now):
+                gone = sorted(set(now) - set(map(str, saved["params"])))
+                extra = sorted(set(map(str, saved["params"])) - set(now))
+                self.problems.append(f"{where} group {j}: parameters differ (missing: {_listed(gone)}; "
+                                     f"unexpected: {_listed(extra)})")
+            elif not keyed and len(saved["params"]) != len(now):
+                self.problems.append(f"{where} group {j}: checkpoint {len(saved['params'])} parameters vs "
+                                     f"optimizer {len(now)}")
+        if not keyed:
+            return
+        for name, entry in state["state"].items():
+            param = params.get(name)
+            if param is None or not isinstance(entry, dict):
+                self.problems.append(f"{where}: state for {name!r}, which the optimizer does not hold")
+                continue
+            for field, value in entry.items():
+                if isinstance(value, torch.Tensor) and value.dim() == param.dim() and value.shape != param.shape:
+                    self.problems.append(f"{where}: {name}.{field}: checkpoint {tuple(value.shape)} vs parameter "
+                                         f"{tuple(param.shape)}")
+
+    def loops(self, state: Any) -> None:
+        """Try the counters on a scratch copy: the live loop state is loaded only if this one takes them."""
+        if not isinstance(state, dict):
+            self.problems.append(f"loops: a {type(state).__name__}, not a dict of counters")
+            return
+        try:
+            scratch = FitProgress()
+            scratch.load_state_dict(state)
+        except (TypeError, ValueError, OverflowError) as err:
+            self.problems.append(f"loops: {err}")
+            return
+        negative = [k for k, v in scratch.state_dict().items() if v < 0]
+        if negative:
+            self.problems.append(f"loops: negative counters {_listed(negative)}")
+
+    def entries(self, checkpoint: dict[str, Any], kinds: dict[str, type | tuple[type, ...]]) -> None:
+        """Entries that must have a container type when present (callback states, scheduler states...)."""
+        for key, kind in kinds.items():
+            if key in checkpoint and not isinstance(checkpoint[key], kind):
+                self.problems.append(f"{key}: a {type(checkpoint[key]).__name__}")
+
+    def states(self, key: str, states: Any, count: int | None = None) -> None:
+        """A list (or dict) of per-object state dicts, e.g. schedulers', callbacks', loggers'."""
+        values = states.values() if isinstance(states, dict) else states
+        if not isinstance(states, (list, dict)) or not all(isinstance(s, dict) for s in values):
+            self.problems.append(f"{key}: not a collection of state dicts")
+        elif count is not None and len(states) != count:
+            self.problems.append(f"{key}: checkpoint holds {len(states)}, this run has {count}")
+
+    def check(self) -> None:
+        """Raise one :class:`CheckpointError` listing the first differences, or return if there are none."""
+        if not self.problems:
+            return
+        shown = "\n  ".join(self.problems[:_SHOWN])
+        more = f"\n  ... and {len(self.problems) - _SHOWN} more" if len(self.problems) > _SHOWN else ""
+        fixes = " ".join(self.fixes)
+        raise CheckpointError(f"checkpoint {self.path!r} does not fit this run; nothing was loaded:\n  {shown}{more}"
+                              f"\nFix: {fixes or 'build the model and optimizers as they were when it was saved.'}")
+
+
+def _listed(keys: Sequence[str]) -> str:
+    shown = ", ".join(keys[:_SHOWN])
+    return f"{shown}, ... ({len(keys)} in all)" if len(keys) > _SHOWN else shown or "(none)"
