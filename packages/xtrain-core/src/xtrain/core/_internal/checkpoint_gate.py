@@ -24,7 +24,7 @@ from xtrain.core._internal.manifest import check_manifest
 from xtrain.core._internal.safe_metadata import check_metadata, load_metadata
 from xtrain.core.errors import CheckpointError
 
-__all__ = ["read_checkpoint", "read_full_file", "read_sharded"]
+__all__ = ["inspect_checkpoint", "peek_manifest", "read_checkpoint", "read_full_file", "read_sharded"]
 
 
 def read_checkpoint(path: str | Path, *, template: Mapping[str, Any] | None = None, verify: bool = True,
@@ -33,6 +33,47 @@ def read_checkpoint(path: str | Path, *, template: Mapping[str, Any] | None = No
     if Path(path).is_dir():
         return read_sharded(path, template=template, verify=verify)
     return read_full_file(path, verify=verify, map_location=map_location)
+
+
+def inspect_checkpoint(path: str | Path, *, verify: bool = True) -> tuple[dict[str, Any], list[str]]:
+    """``(manifest, top-level keys)`` of a checkpoint, after every check a load makes, without reading the tensors
+    of a sharded one into memory."""
+    from xtrain.core.sharded_checkpoint import REST_FILE, read_manifest
+
+    if not Path(path).is_dir():
+        checkpoint = read_full_file(path, verify=verify, map_location="meta")
+        return checkpoint.get("xtrain", {}), sorted(checkpoint)
+    manifest = read_manifest(path)
+    data = Path(path) / manifest["data"]
+    _check_sharded_files(str(path), data, manifest["xtrain"], verify=verify)
+    return manifest["xtrain"], sorted([*read_full_file(data / REST_FILE, verify=verify), "xtrain"])
+
+
+def _check_sharded_files(name: str, data: Path, meta: dict[str, Any], *, verify: bool) -> Any:
+    """Checksums (``verify``), then DCP's metadata read with the allowlist and checked against the files."""
+    sums = meta.get("checksums")
+    if verify and isinstance(sums, dict):
+        verify_files(data, sums["files"], checkpoint=name)
+    metadata = load_metadata(data / ".metadata", checkpoint=name)
+    check_metadata(metadata, data, checkpoint=name)
+    return metadata
+
+
+def peek_manifest(path: str | Path) -> dict[str, Any] | None:
+    """The manifest of a checkpoint without reading its tensors (memory-mapped), or ``None`` if it has none.
+
+    For messages only (which run wrote it); the real load checks everything and reports what is wrong.
+    """
+    from xtrain.core.sharded_checkpoint import read_manifest
+
+    try:
+        if Path(path).is_dir():
+            meta = read_manifest(path)["xtrain"]
+        else:
+            meta = torch.load(path, mmap=True, weights_only=True, map_location="cpu").get("xtrain")
+        return check_manifest(meta, str(path))
+    except Exception:  # noqa: BLE001 - unreadable here means the load will say why
+        return None
 
 
 def read_full_file(path: str | Path, *, verify: bool = True, map_location: Any = "cpu") -> dict[str, Any]:
@@ -82,12 +123,8 @@ def read_sharded(path: str | Path, *, template: Mapping[str, Any] | None = None,
     name = str(path)
     manifest = read_manifest(path)
     data = Path(path) / manifest["data"]
-    sums = manifest["xtrain"].get("checksums")
-    if verify and isinstance(sums, dict):
-        verify_files(data, sums["files"], checkpoint=name)
+    metadata = _check_sharded_files(name, data, manifest["xtrain"], verify=verify)
     rest = read_full_file(data / REST_FILE, verify=verify)
-    metadata = load_metadata(data / ".metadata", checkpoint=name)
-    check_metadata(metadata, data, checkpoint=name)
     stored = metadata.state_dict_metadata
     targets = split_tensors(template)[0] if template is not None else {}
     wanted: dict[str, torch.Tensor] = {}

@@ -7,6 +7,8 @@ from another strategy or world size is either converted or refused with a messag
 
 from __future__ import annotations
 
+import logging
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +22,10 @@ from xtrain.core.sharded_checkpoint import checkpoint_complete
 if TYPE_CHECKING:
     from xtrain.core.trainer import Trainer
 
+_log = logging.getLogger("xtrain")
+
 __all__ = ["FORMAT_VERSION", "build_checkpoint", "find_checkpoint", "manifest", "restore_checkpoint", "restore_targets"]
+
 
 def manifest(trainer: Trainer) -> dict[str, Any]:
     return write_manifest(trainer.strategy)
@@ -87,9 +92,26 @@ def find_checkpoint(trainer: Trainer, ckpt_path: str | Path) -> str:
             raise ConfigError("ckpt_path", ckpt_path, f"found no 'last' checkpoint (looked for "
                               f"{sorted({str(p) for p in candidates}) or 'nothing: checkpointing is off'}).",
                               fix="train once with checkpointing on, or pass a path.")
-        return str(max(existing, key=lambda p: p.stat().st_mtime_ns))
+        chosen = str(max(existing, key=lambda p: p.stat().st_mtime_ns))
+        _announce_last(trainer, chosen)
+        return chosen
     path = Path(ckpt_path)
     if not path.exists():
         raise ConfigError("ckpt_path", str(ckpt_path), "does not exist.", choices=["last", "best", "an existing path"],
                           fix="pass the path of a checkpoint file or directory.")
     return str(path)
+
+
+def _announce_last(trainer: Trainer, path: str) -> None:
+    """Name the checkpoint ``ckpt_path="last"`` resolved to; warn if another strategy or precision wrote it."""
+    from xtrain.core._internal.checkpoint_gate import peek_manifest
+
+    _log.info("ckpt_path='last': resuming from %s", path)
+    meta = peek_manifest(path) or {}
+    strategy = trainer.strategy
+    now = {"strategy": strategy.name, "precision": strategy.precision.name}
+    differ = {key: (meta[key], value) for key, value in now.items() if key in meta and meta[key] != value}
+    if differ:
+        told = "; ".join(f"{key}: checkpoint {saved!r} vs this run {current!r}" for key, (saved, current) in differ.items())
+        warnings.warn(f"ckpt_path='last' chose {path}, which was written by a run with another setup ({told}). "
+                      f"Resuming converts it; if you meant another run's checkpoint, pass its path.", stacklevel=3)
