@@ -24,6 +24,7 @@ from checkpoint_helpers import (
     data_dir,
     manifest,
     metadata,
+    quiet_trainer,
     rehash,
     to_sharded,
     train_full,
@@ -196,17 +197,13 @@ def test_every_entry_point_refuses_a_metadata_payload(genuine: tuple[Path, Path]
     sharded = tmp_path / "sharded.ckpt"
     shutil.copytree(genuine[1], sharded)
     _sharded_metadata_wrapped(sharded)
-    from checkpoint_helpers import quiet_trainer
 
-    for stage in ("fit", "validate"):
-        trainer = quiet_trainer(tmp_path / stage)
-        loaders = tiny_loaders(n=32)
-        with pytest.raises(CheckpointError, match="refused unread") as info:
-            if stage == "fit":
-                trainer.fit(TinyClassifier(), loaders[0], ckpt_path=sharded)
-            else:
-                trainer.validate(TinyClassifier(), loaders[1], ckpt_path=sharded)
-        assert str(sharded) in str(info.value)
+    train, val = tiny_loaders(n=32)
+    with pytest.raises(CheckpointError, match="refused unread") as info:
+        quiet_trainer(tmp_path / "fit").fit(TinyClassifier(), train, ckpt_path=sharded)
+    assert str(sharded) in str(info.value)
+    with pytest.raises(CheckpointError, match="refused unread"):
+        quiet_trainer(tmp_path / "validate").validate(TinyClassifier(), val, ckpt_path=sharded)
     engine = Engine(accelerator="cpu", devices=1)
     engine.launch()
     with pytest.raises(CheckpointError, match="refused unread"):
