@@ -40,7 +40,9 @@ def _packages() -> dict[str, list[str]]:
 def distribution_of(module: str) -> dict[str, str] | None:
     """``{"name", "version"}`` of the installed distribution that provides ``module`` (cached per module)."""
     parts = module.split(".")
-    candidates = _packages().get(parts[0], [])
+    # Editable installs are missing from packages_distributions(): fall back on the naming convention.
+    candidates = _packages().get(parts[0], []) or [name for name in (f"{parts[0]}-{parts[1]}" if len(parts) > 1
+                                                                      else "", parts[0]) if name and _installed(name)]
     if len(candidates) > 1 and len(parts) > 1:
         # A namespace package (xtrain) is shared: pick the distribution named after the sub-package, or the one whose
         # file list holds the module.
@@ -55,6 +57,14 @@ def distribution_of(module: str) -> dict[str, str] | None:
         return None
     name = candidates[0]
     return {"name": name, "version": importlib.metadata.version(name)}
+
+
+def _installed(name: str) -> bool:
+    try:
+        importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 def plugin_distributions(strategy: Strategy) -> dict[str, dict[str, str] | None]:

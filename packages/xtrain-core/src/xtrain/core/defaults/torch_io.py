@@ -60,11 +60,13 @@ def atomic_write(path: PathLike, write: Any, *, needed: Callable[[], int] | None
         raise
 
 
-def _out_of_room(err: BaseException) -> bool:
-    if isinstance(err, OSError):
-        return err.errno in _NO_ROOM
-    # torch's zip writer reports a failed write as a RuntimeError and loses errno.
-    return isinstance(err, RuntimeError) and "file write failed" in str(err)
+def _out_of_room(err: BaseException | None) -> bool:
+    # torch's zip writer turns the OSError of a failed write into a RuntimeError; the OSError is its context.
+    while err is not None:
+        if isinstance(err, OSError) and err.errno in _NO_ROOM:
+            return True
+        err = err.__cause__ or err.__context__
+    return False
 
 
 def _crc32_on_save(enabled: bool) -> AbstractContextManager[Any]:
