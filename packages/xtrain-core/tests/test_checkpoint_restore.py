@@ -157,7 +157,7 @@ def test_a_callback_refusing_its_state_rolls_the_others_back(genuine: Path, tmp_
 
 def test_a_weights_only_checkpoint_cannot_resume_a_fit(genuine: Path, tmp_path: Path) -> None:
     path = _edited(genuine, tmp_path, lambda c: [c.pop("optimizer_states"), c.pop("loops")])
-    with pytest.raises(CheckpointError, match="holds weights only .*load_from_checkpoint") as info:
+    with pytest.raises(CheckpointError, match=r"holds weights only .*load_from_checkpoint") as info:
         quiet_trainer(tmp_path).fit(TinyClassifier(), tiny_loaders(n=32)[0], ckpt_path=path)
     assert str(path) in str(info.value)
     quiet_trainer(tmp_path).validate(TinyClassifier(), tiny_loaders(n=32)[1], ckpt_path=path)  # evaluating is fine
