@@ -44,11 +44,11 @@ def quiet_trainer(root: Path, **kwargs: Any) -> Trainer:
     return Trainer(**{**options, **kwargs})
 
 
-def train_full(root: Path) -> tuple[Path, TinyClassifier]:
-    """A genuine full checkpoint after two steps, and the module that wrote it."""
+def train_full(root: Path, *, module: TinyClassifier | None = None, max_steps: int = 2) -> tuple[Path, TinyClassifier]:
+    """A genuine full checkpoint after ``max_steps`` steps, and the module that wrote it."""
     seed_everything(3)
-    module = TinyClassifier()
-    quiet_trainer(root).fit(module, tiny_loaders(n=64)[0])
+    module = module or TinyClassifier()
+    quiet_trainer(root, max_steps=max_steps).fit(module, tiny_loaders(n=64)[0])
     return root / "checkpoints" / "last.ckpt", module
 
 

@@ -100,7 +100,7 @@ CASES: dict[str, tuple[type[TinyClassifier], Any, str]] = {
     "missing key": (Extra, None, "missing head.weight, head.bias"),
     "unexpected key": (TinyClassifier, lambda c: c["state_dict"].update(extra=torch.ones(1)), "unexpected extra"),
     "param groups": (TwoGroups, None, "1 parameter group.s. vs optimizer 2"),
-    "malformed loops": (TinyClassifier, lambda c: c["loops"].update(epoch="one"), "loops: invalid literal"),
+    "malformed loops": (TinyClassifier, lambda c: c["loops"].update(epoch="one"), "loops: epoch not whole numbers"),
     "optimizer count": (TinyClassifier, lambda c: c["optimizer_states"].append({}), "2 optimizer state"),
     "optimizer state shape": (TinyClassifier, lambda c: c["optimizer_states"][0]["state"].update(
         {"net.0.weight": {"momentum_buffer": torch.ones(3, 3)}}), r"momentum_buffer: checkpoint \(3, 3\)"),

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 __all__ = ["plan_restore", "restore_checkpoint"]
 
 _FIT_ENTRIES = ("optimizer_states", "loops")
+# Written by every Trainer checkpoint that is not weights-only: without them a resume would not be exact.
+_RESUME_ENTRIES = ("lr_schedulers", "precision", "callbacks", "loggers", "rng")
 
 
 def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fitting: bool) -> None:
@@ -39,6 +41,11 @@ def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, 
             f"model = MyModule.load_from_checkpoint(path) (or model.load_state_dict(read_checkpoint(path)"
             f"['state_dict']) with xtrain.core.checkpoint_reader.read_checkpoint), then trainer.fit(model) without "
             f"ckpt_path. Pass it as ckpt_path to validate/test/predict to evaluate it.")
+    lacking = [key for key in _RESUME_ENTRIES if key not in checkpoint]
+    if fitting and lacking:
+        raise CheckpointError(f"checkpoint {path!r} has no {', '.join(map(repr, lacking))} entr(ies), which every "
+                              f"Trainer checkpoint holds; it is damaged or was not written by Trainer. Resume from "
+                              f"another checkpoint, or load its weights only (read_checkpoint(path)['state_dict']).")
     trainer._hooks.call("on_load_checkpoint", checkpoint)
     plan_restore(trainer, checkpoint, path, fitting=fitting).check()
     strategy = trainer.strategy
@@ -70,14 +77,24 @@ def plan_restore(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fit
     if fitting:
         names = module_names(strategy.module)
         plan.optimizers(checkpoint["optimizer_states"], trainer.optimizers, [names] * len(trainer.optimizers))
-        if "lr_schedulers" in checkpoint:
-            plan.states("lr_schedulers", checkpoint["lr_schedulers"], len(trainer.lr_scheduler_configs))
+        plan.states("lr_schedulers", checkpoint["lr_schedulers"], len(trainer.lr_scheduler_configs))
+        for i, (saved, config) in enumerate(zip(checkpoint["lr_schedulers"], trainer.lr_scheduler_configs,
+                                                strict=False)):
+            plan.like(f"lr_schedulers[{i}]", saved, config.scheduler.state_dict())
+        plan.like("precision", checkpoint["precision"], strategy.precision.state_dict())
         plan.loops(checkpoint["loops"])
         plan.entries(checkpoint, {"precision": dict, "callbacks": dict, "loggers": list, "rng": list,
                                   "sampler": (dict, type(None)), "datamodule": dict})
-        for key in ("callbacks", "loggers"):
-            if key in checkpoint:
-                plan.states(key, checkpoint[key])
+        plan.states("callbacks", checkpoint["callbacks"])
+        plan.states("loggers", checkpoint["loggers"])
+        for name, target, saved in _user_states(trainer, checkpoint, fitting=True):
+            plan.like(name, saved, target.state_dict())
+        rng, world = checkpoint.get("rng"), checkpoint["xtrain"]["world_size"]
+        if isinstance(rng, list) and len(rng) != world:
+            plan.problems.append(f"rng: {len(rng)} rank state(s), but the manifest says world_size={world}")
+        elif isinstance(rng, list) and world == strategy.world_size:
+            plan.rng(rng[strategy.global_rank])
+        plan.sampler(checkpoint.get("sampler"))
     hparams = checkpoint.get("hyper_parameters")
     if plan.problems and isinstance(hparams, dict) and hparams:
         plan.fixes.append(f"it was made with the hyperparameters {hparams!r}: build the model with them "
@@ -92,7 +109,8 @@ def _user_states(trainer: Trainer, checkpoint: dict[str, Any], *, fitting: bool)
     """``(name, object, state)`` for every state whose loading runs user code (callbacks, the datamodule)."""
     if not fitting:
         return []
-    states = checkpoint.get("callbacks", {})
+    states = checkpoint.get("callbacks")
+    states = states if isinstance(states, dict) else {}
     found: list[tuple[str, Any, Any]] = [(f"callback {cb.state_key!r}", cb, states[cb.state_key])
                                          for cb in trainer.callbacks if cb.state_key in states]
     if trainer.datamodule is not None and "datamodule" in checkpoint:

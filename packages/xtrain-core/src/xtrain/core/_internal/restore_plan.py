@@ -82,6 +82,9 @@ class RestorePlan:
         params = {named.get(id(p), ""): p for g in optimizer.param_groups for p in g["params"]}
         for j, (saved, live) in enumerate(zip(groups, optimizer.param_groups, strict=True)):
             now = [named.get(id(p), "") for p in live["params"]]
+            retyped = [k for k, v in saved.items() if k != "params" and k in live and not _same_kind(v, live[k])]
+            if retyped:
+                self.problems.append(f"{where} group {j}: {_listed(retyped)} of another type than the optimizer's")
             if keyed and sorted(map(str, saved["params"])) != sorted(now):
                 gone = sorted(set(now) - set(map(str, saved["params"])))
                 extra = sorted(set(map(str, saved["params"])) - set(now))
@@ -98,7 +101,9 @@ class RestorePlan:
                 self.problems.append(f"{where}: state for {name!r}, which the optimizer does not hold")
                 continue
             for field, value in entry.items():
-                if isinstance(value, torch.Tensor) and value.dim() == param.dim() and value.shape != param.shape:
+                if not isinstance(value, (torch.Tensor, int, float, list, tuple)):
+                    self.problems.append(f"{where}: {name}.{field}: a {type(value).__name__}")
+                elif isinstance(value, torch.Tensor) and value.dim() == param.dim() and value.shape != param.shape:
                     self.problems.append(f"{where}: {name}.{field}: checkpoint {tuple(value.shape)} vs parameter "
                                          f"{tuple(param.shape)}")
 
@@ -106,6 +111,10 @@ class RestorePlan:
         """Try the counters on a scratch copy: the live loop state is loaded only if this one takes them."""
         if not isinstance(state, dict):
             self.problems.append(f"loops: a {type(state).__name__}, not a dict of counters")
+            return
+        odd = [str(k) for k, v in state.items() if not isinstance(v, int) or isinstance(v, bool)]
+        if odd:
+            self.problems.append(f"loops: {_listed(odd)} not whole numbers")
             return
         try:
             scratch = FitProgress()
@@ -116,6 +125,42 @@ class RestorePlan:
         negative = [k for k, v in scratch.state_dict().items() if v < 0]
         if negative:
             self.problems.append(f"loops: negative counters {_listed(negative)}")
+
+    def like(self, where: str, saved: Any, live: Any) -> None:
+        """A saved state dict against the live object's own ``state_dict()``: every key there, of the same kind."""
+        if not isinstance(saved, dict) or not isinstance(live, dict):
+            if not _same_kind(saved, live):
+                self.problems.append(f"{where}: a {type(saved).__name__}, the live state a {type(live).__name__}")
+            return
+        missing = [str(k) for k in live if k not in saved]
+        if missing:
+            self.problems.append(f"{where}: missing {_listed(missing)}")
+        for key in (k for k in live if k in saved):
+            self.like(f"{where}.{key}", saved[key], live[key])
+
+    def rng(self, state: Any) -> None:
+        """Try this rank's generator states on the live generators, then put the live states back."""
+        from xtrain.core._internal.rng import collect_rng_states, restore_rng_states
+
+        live = collect_rng_states()
+        try:
+            if not isinstance(state, dict):
+                raise TypeError(f"a {type(state).__name__}, not a dict")
+            restore_rng_states(state)
+        except Exception as err:  # noqa: BLE001 - whatever the generators reject is one problem
+            self.problems.append(f"rng: {type(err).__name__}: {str(err)[:200]}")
+        finally:
+            restore_rng_states(live)
+
+    def sampler(self, state: Any) -> None:
+        """The resumable sampler's state: an epoch number and a seed."""
+        if state is None:
+            return
+        ok = isinstance(state, dict) and set(state) <= {"epoch", "epoch_seed"} and all(
+            (isinstance(v, int) and not isinstance(v, bool)) or (k == "epoch_seed" and v is None)
+            for k, v in state.items())
+        if not ok:
+            self.problems.append(f"sampler: {str(state)[:100]} is not {{'epoch': int, 'epoch_seed': int}}")
 
     def entries(self, checkpoint: dict[str, Any], kinds: dict[str, type | tuple[type, ...]]) -> None:
         """Entries that must have a container type when present (callback states, scheduler states...)."""
@@ -140,6 +185,18 @@ class RestorePlan:
         fixes = " ".join(self.fixes)
         raise CheckpointError(f"checkpoint {self.path!r} does not fit this run; nothing was loaded:\n  {shown}{more}"
                               f"\nFix: {fixes or 'build the model and optimizers as they were when it was saved.'}")
+
+
+def _same_kind(saved: Any, live: Any) -> bool:
+    """Whether a saved hyperparameter can stand in for the live one (numbers for numbers, sequences for sequences)."""
+    if saved is None or live is None:
+        return True
+    for kind in (bool, str, torch.Tensor, (list, tuple), dict):
+        if isinstance(live, kind):
+            return isinstance(saved, kind)
+    if isinstance(live, (int, float)):
+        return isinstance(saved, (int, float)) and not isinstance(saved, bool)
+    return True
 
 
 def _listed(keys: Sequence[str]) -> str:
