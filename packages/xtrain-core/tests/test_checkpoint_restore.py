@@ -204,9 +204,16 @@ def test_one_flipped_byte_is_caught_in_both_layouts(genuine: Path, tmp_path: Pat
     data = bytearray(genuine.read_bytes())
     data[_storage_offset(genuine)] ^= 0x01
     full.write_bytes(bytes(data))
-    with pytest.raises(CheckpointError, match="tensor storage") as info:
+    with pytest.raises(CheckpointError, match="does not match the CRC-32 written with it") as info:
         read_checkpoint(full)
     assert str(full) in str(info.value)
+    plain = tmp_path / "plain.ckpt"  # written by torch.save itself: its per-record CRCs are checked
+    torch.save(torch.load(genuine, weights_only=True), plain)
+    data = bytearray(plain.read_bytes())
+    data[_storage_offset(plain)] ^= 0x01
+    plain.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="tensor storage"):
+        read_checkpoint(plain)
     unverified = read_checkpoint(full, verify=False)  # the opt-out reads it: torch itself does not notice
     assert any(not torch.equal(v, read_checkpoint(genuine)["state_dict"][k])
                for k, v in unverified["state_dict"].items())

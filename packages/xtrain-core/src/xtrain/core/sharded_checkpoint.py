@@ -277,7 +277,7 @@ def consolidate(source: PathLike, destination: PathLike) -> dict[str, Any]:
     Returns the manifest written (``layout`` becomes ``"full"``; strategy and world size still say how it was
     trained).
     """
-    from xtrain.core.defaults.torch_io import atomic_write
+    from xtrain.core.defaults.torch_io import save_file
 
     checkpoint = read_sharded_checkpoint(source)
     from xtrain.core._internal.integrity import ALGORITHM
@@ -286,5 +286,5 @@ def consolidate(source: PathLike, destination: PathLike) -> dict[str, Any]:
     target = Path(destination)
     if target.is_dir():
         raise CheckpointError(f"{str(target)!r} is a directory; pass a file name for the consolidated checkpoint.")
-    atomic_write(target, lambda f: torch.save(checkpoint, f))
+    save_file(checkpoint, target)
     return checkpoint["xtrain"]  # type: ignore[no-any-return]

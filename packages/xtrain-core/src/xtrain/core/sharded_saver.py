@@ -23,12 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from xtrain.core._internal.integrity import HashingStream
 from xtrain.core._internal.progress_signal import report_stream_writes
 from xtrain.core.checkpoint_io import PathLike
-from xtrain.core.defaults.torch_io import atomic_write
+from xtrain.core.defaults.torch_io import save_file, torch_crc32
 from xtrain.core.sharded_checkpoint import (
     REST_FILE,
     make_room_for_directory,
@@ -85,18 +83,6 @@ def _writer(directory: Path, sums: dict[str, list[int]] | None) -> Any:
     return writer
 
 
-def _save_hashed(obj: Any, path: Path) -> list[int]:
-    """``torch.save`` ``obj`` atomically to ``path``; returns ``[crc32, size]`` of the bytes written."""
-    streams: list[HashingStream] = []
-
-    def write(f: Any) -> None:
-        streams.append(HashingStream(f))
-        torch.save(obj, streams[-1])  # type: ignore[arg-type]
-
-    atomic_write(path, write)
-    return [streams[-1].crc, streams[-1].size]
-
-
 def _distributed() -> bool:
     import torch.distributed as dist
 
@@ -151,15 +137,17 @@ class ShardedSaver:
         job = _Job(target, dict(checkpoint.get("xtrain", {})), data, aside, sums)
         if zero:
             (target / data).mkdir(parents=True, exist_ok=True)
-            written = _save_hashed(rest, target / data / REST_FILE)
+            # Not sealed: the manifest's checksum list covers it, like every other file of the directory.
+            written = save_file(rest, target / data / REST_FILE, checksums=False)
             if sums is not None:
-                sums[REST_FILE] = written
+                sums[REST_FILE] = list(written)
         writer = report_stream_writes(_writer(target / data, sums))
         alone = not _distributed()  # one process without a group (single device): nothing to coordinate
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
             if not self.async_save:
-                save(tensors, storage_writer=writer, no_dist=alone)
+                with torch_crc32(enabled=sums is None):  # the file checksums cover every byte, faster
+                    save(tensors, storage_writer=writer, no_dist=alone)
                 if sums is not None and not alone:
                     job.sums = _merge(strategy.all_gather_object(sums))
                 self._commit(job)

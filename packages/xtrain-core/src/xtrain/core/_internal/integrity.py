@@ -1,9 +1,11 @@
 """Checksums of checkpoint bytes: computed while they are written, verified before they are used.
 
-CRC-32 (the zip polynomial) everywhere, so one function serves both layouts: a full checkpoint is a zip archive in
-which ``torch.save`` already records the CRC-32 of every record (each tensor storage, the pickle) as it writes it;
-a sharded checkpoint's files are hashed by :class:`HashingStream` on their way to disk and listed in the manifest.
-ISA-L's CRC-32 runs at memory speed (~15 GB/s), so verifying costs a few percent of a load; zlib's is the fallback.
+One CRC-32 of every file, computed by :class:`HashingStream` as the bytes go to disk (never by reading them back).
+A full checkpoint (a ``torch.save`` zip archive) carries its own in the archive's comment (``xtrain-crc32:<hex>``,
+which every zip reader, ``torch.load`` included, ignores); a sharded checkpoint's manifest lists one per file.
+ISA-L's CRC-32 runs at memory speed (~15 GB/s), several times faster than the per-record CRC ``torch.save``
+computes itself, which is therefore switched off when xtrain writes. Files without the comment (written by plain
+``torch.save``) are checked against those per-record CRCs instead, when they have them.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from typing import IO, Any
 
 from xtrain.core.errors import CheckpointError
 
-__all__ = ["ALGORITHM", "HashingStream", "crc32", "file_checksum", "verify_files", "verify_zip"]
+__all__ = ["ALGORITHM", "HashingStream", "crc32", "file_checksum", "seal_zip", "verify_files", "verify_zip"]
 
 ALGORITHM = "crc32"
 _LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")
+_TAG = b"xtrain-crc32:"
+_TRAILER = len(_TAG) + 8
 
 
 def _crc_function() -> Callable[[Any, int], int]:
@@ -48,11 +52,13 @@ class HashingStream:
         self._inner = inner
         self.crc = 0
         self.size = 0
+        self.tail = b""
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
         self.crc = crc32(view, self.crc)
         self.size += view.nbytes
+        self.tail = (self.tail + bytes(view[-2:]))[-2:]
         return self._inner.write(view)
 
     def tell(self) -> int:
@@ -84,12 +90,52 @@ def verify_files(root: Path, expected: dict[str, Any], *, checkpoint: str) -> No
                 f"or changed after it was written. Resume from an earlier checkpoint.")
 
 
-def verify_zip(path: Path) -> None:
-    """Check every record of a ``torch.save`` zip archive against the CRC-32 the writer stored for it.
+def seal_zip(f: IO[bytes], hashed: HashingStream) -> None:
+    """Store the CRC-32 of the zip archive just written through ``hashed`` (at the end of ``f``) in its comment.
 
-    Archives written with ``torch.utils.serialization.config.save.compute_crc32 = False`` store 0 for every record;
-    they cannot be verified and pass unchecked (one flipped byte cannot zero every CRC).
+    The archive ends with the end-of-central-directory record, whose last two bytes are the comment's length (0 as
+    torch writes it); the checksum covers every byte written, those two included, as they were.
     """
+    if hashed.size < 22 or hashed.tail != b"\x00\x00":
+        return
+    f.seek(hashed.size - 2)
+    f.write(struct.pack("<H", _TRAILER) + _TAG + f"{hashed.crc:08x}".encode())
+
+
+def _sealed(path: Path, size: int) -> int | None:
+    """The CRC-32 a sealed archive carries, or ``None`` if it carries none."""
+    if size < 22 + _TRAILER:
+        return None
+    with path.open("rb") as f:
+        f.seek(size - _TRAILER - 2)
+        tail = f.read()
+    if tail[:2] != struct.pack("<H", _TRAILER) or not tail[2:].startswith(_TAG):
+        return None
+    try:
+        return int(tail[2 + len(_TAG):], 16)
+    except ValueError:
+        return None
+
+
+def verify_zip(path: Path) -> None:
+    """Check a ``torch.save`` zip archive: against its sealed CRC-32, or else every record against its own.
+
+    Archives written by torch with ``torch.utils.serialization.config.save.compute_crc32 = False`` and not sealed
+    store 0 for every record; they cannot be verified and pass unchecked (one flipped byte cannot zero every CRC).
+    """
+    size = path.stat().st_size
+    expected = _sealed(path, size)
+    if expected is not None:
+        end = size - _TRAILER - 2
+        with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view, \
+                memoryview(view) as whole, whole[:end] as body:
+            found = crc32(b"\x00\x00", crc32(body))
+        if found != expected:
+            raise CheckpointError(
+                f"checkpoint {str(path)!r} does not match the CRC-32 written with it ({found:08x} vs {expected:08x}): "
+                f"the file was corrupted after it was written. Resume from an earlier checkpoint, or load it "
+                f"unverified (TorchCheckpointIO(checksums=False)) if you verify it elsewhere.")
+        return
     with path.open("rb") as f, zipfile.ZipFile(f) as archive:
         records = [info for info in archive.infolist() if info.file_size]
         if not records or all(info.CRC == 0 for info in records):

@@ -18,7 +18,7 @@ from xtrain.core._internal.progress_signal import ProgressFile
 from xtrain.core.checkpoint_io import CheckpointIO, PathLike
 from xtrain.core.errors import CheckpointError
 
-__all__ = ["TorchCheckpointIO", "atomic_write", "read_checkpoint_file"]
+__all__ = ["TorchCheckpointIO", "atomic_write", "read_checkpoint_file", "save_file", "torch_crc32"]
 
 _NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
@@ -69,12 +69,37 @@ def _out_of_room(err: BaseException | None) -> bool:
     return False
 
 
-def _crc32_on_save(enabled: bool) -> AbstractContextManager[Any]:
-    """torch.save computes the zip records' CRC-32s unless its global setting says otherwise; make it say ``enabled``."""
-    import torch.utils.serialization
+def save_file(obj: Any, path: PathLike, *, checksums: bool = True) -> tuple[int, int]:
+    """``torch.save`` ``obj`` atomically to ``path``; returns ``(crc32, size)`` of the bytes written.
 
-    config: Any = torch.utils.serialization.config
-    if config.save.compute_crc32 == enabled:
+    With ``checksums`` the archive is sealed with the CRC-32 of its bytes, computed as they are written
+    (:func:`~xtrain.core._internal.integrity.seal_zip`); torch's own, slower per-record CRC is off either way.
+    """
+    from xtrain.core._internal.integrity import HashingStream, seal_zip
+
+    written: list[tuple[int, int]] = []
+
+    def write(f: Any) -> None:
+        hashed = HashingStream(f)
+        with torch_crc32(enabled=False):
+            torch.save(obj, hashed)  # type: ignore[arg-type]
+        if checksums:
+            seal_zip(f, hashed)
+        written.append((hashed.crc, hashed.size))
+
+    atomic_write(path, write, needed=lambda: checkpoint_bytes(obj))
+    return written[-1]
+
+
+def torch_crc32(*, enabled: bool) -> AbstractContextManager[Any]:
+    """Set torch.save's per-record CRC-32 (a global setting of torch >= 2.5)."""
+    try:
+        import torch.utils.serialization
+
+        config: Any = torch.utils.serialization.config
+        if config.save.compute_crc32 == enabled:
+            return nullcontext()
+    except (ImportError, AttributeError):
         return nullcontext()
     return config.patch({"save.compute_crc32": enabled})  # type: ignore[no-any-return]
 
@@ -99,9 +124,9 @@ class TorchCheckpointIO(CheckpointIO):
     """Writes one file per checkpoint atomically (temp file, fsync, rename); reads with ``weights_only=True``.
 
     Args:
-        checksums: Store a CRC-32 of every record (``torch.save`` computes them as it writes) and check them before
-            a load; a flipped byte is then a :class:`CheckpointError` naming the file and the record. ``False``
-            skips both (for storage that verifies bytes itself).
+        checksums: Store the CRC-32 of the file's bytes (computed as they are written) and check it before a load;
+            a flipped byte is then a :class:`CheckpointError` naming the file. ``False`` skips both (for storage
+            that verifies bytes itself).
     """
 
     name: ClassVar[str] = "torch"
@@ -111,8 +136,7 @@ class TorchCheckpointIO(CheckpointIO):
 
     @override
     def save_checkpoint(self, checkpoint: dict[str, Any], path: PathLike) -> None:
-        with _crc32_on_save(self.checksums):
-            atomic_write(path, lambda f: torch.save(checkpoint, f), needed=lambda: checkpoint_bytes(checkpoint))
+        save_file(checkpoint, path, checksums=self.checksums)
 
     @override
     def load_checkpoint(self, path: PathLike, *, map_location: Any = "cpu") -> dict[str, Any]:
