@@ -315,3 +315,33 @@ def test_engine_load_is_all_or_nothing(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match=r"model: net.3.weight: checkpoint \(4, 32\) vs model \(6, 32\)"):
         engine.load(tmp_path / "e.ckpt", {"model": other, "missing": {}})
     assert _same(_tensors(other.state_dict()), before)
+
+
+_SHARDED_DISK_FULL = """
+import resource, signal, sys, torch, warnings
+from pathlib import Path
+from xtrain.core import CheckpointError, Engine
+from xtrain.core.sharded_saver import ShardedSaver
+warnings.simplefilter("ignore")
+path = Path(sys.argv[1])
+engine = Engine(accelerator="cpu", devices=1)
+engine.launch()
+saver = ShardedSaver(engine.strategy)
+meta = {"format_version": 1, "strategy": "t", "world_size": 1, "layout": "sharded"}
+saver.save({"xtrain": meta, "state_dict": {"w": torch.ones(1000)}}, path)
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+try:
+    saver.save({"xtrain": meta, "state_dict": {"w": torch.zeros(1_000_000)}}, path)
+except CheckpointError as err:
+    print("ERROR", err)
+"""
+
+
+def test_a_full_disk_during_a_sharded_save_keeps_the_previous_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / "last.ckpt"
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(_SHARDED_DISK_FULL), str(path)], capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    assert out.startswith("ERROR") and str(path) in out and "disk is full" in out and "needs about 400" in out
+    assert torch.equal(read_checkpoint(path)["state_dict"]["w"], torch.ones(1000))
+    assert len([p for p in path.iterdir() if p.name.startswith("shards-")]) == 1, "the failed save's data was left"

@@ -2,9 +2,10 @@
 
     python fsdp_restore.py '{"out": DIR, "ckpt": PATH, "classes": N}'
 
-Each rank writes ``rank<N>.json``: the CheckpointError's message (or null when the fit ran), whether the module's
-full weights are exactly what they were before the strategy set it up (so before the checkpoint was read), and
-whether the optimizer holds no state from the checkpoint (all zeros: fresh).
+A refused restore fails the run (the launcher stops the other rank), so each rank records what it saw in its
+``on_exception`` hook, ``rank<N>.json``: the error's message, and whether its shards of the module are exactly its
+part of the weights the module had before the strategy set it up and the checkpoint was read, and its optimizer
+holds no state (fresh).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from xtrain.core import Callback, CheckpointError, Trainer, TrainModule, seed_everything
+from xtrain.core import Callback, Trainer, TrainModule, seed_everything
 from xtrain.core.testing import tiny_dataset
 
 
@@ -35,48 +36,50 @@ class Model(TrainModule):
         return torch.optim.AdamW(self.parameters(), lr=0.01)
 
 
-def full(state: dict[str, Any]) -> dict[str, torch.Tensor]:
-    """Whole tensors (every rank calls it: gathering a DTensor is a collective)."""
-    return {k: (v.full_tensor() if hasattr(v, "full_tensor") else v).detach().clone() for k, v in state.items()}
-
-
-def tensors(state: Any) -> list[torch.Tensor]:
+def local(state: Any) -> list[torch.Tensor]:
+    """This rank's shards (no collective: the other rank may be gone already)."""
     if isinstance(state, torch.Tensor):
-        return [state.to_local() if hasattr(state, "to_local") else state]
+        return [(state.to_local() if hasattr(state, "to_local") else state).detach().clone()]
     if isinstance(state, dict):
-        return [t for v in state.values() for t in tensors(v)]
+        return [t for k in sorted(state, key=str) for t in local(state[k])]
     if isinstance(state, (list, tuple)):
-        return [t for v in state for t in tensors(v)]
+        return [t for v in state for t in local(v)]
     return []
 
 
-class Snapshot(Callback):
-    """The module's weights when the run is set up, before the strategy shards it and before any restore."""
+def my_part(whole: torch.Tensor, rank: int, world: int) -> torch.Tensor:
+    """The slice of ``whole`` FSDP2 gives ``rank`` (dim-0 chunks)."""
+    chunks = torch.chunk(whole, world, dim=0)
+    return chunks[rank] if rank < len(chunks) else whole[:0]
 
-    def __init__(self) -> None:
+
+class Snapshot(Callback):
+    """The module's whole weights when the run is set up: before sharding, and before the checkpoint is read."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
         self.before: dict[str, torch.Tensor] = {}
 
     def setup(self, trainer: Trainer, module: TrainModule, stage: str) -> None:
-        self.before = full(module.state_dict())
+        self.before = {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+    def on_exception(self, trainer: Trainer, module: TrainModule, exception: BaseException) -> None:
+        rank, world = trainer.strategy.global_rank, trainer.strategy.world_size
+        now = module.state_dict()
+        same = now.keys() == self.before.keys() and all(
+            torch.equal(local(now[k])[0], my_part(self.before[k], rank, world)) for k in now)
+        fresh = all(int(t.count_nonzero()) == 0 for o in trainer.optimizers for t in local(o.state))
+        record = {"error": f"{type(exception).__name__}: {exception}", "unchanged": same and fresh}
+        (self.out / f"rank{rank}.json").write_text(json.dumps(record))
 
 
 def main(settings: dict[str, Any]) -> None:
     out = Path(settings["out"])
     seed_everything(0)
-    snapshot = Snapshot()
     trainer = Trainer(accelerator="cpu", devices=2, strategy="fsdp", max_epochs=2, logger=False,
                       enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False,
-                      default_root_dir=str(out), num_sanity_val_steps=0, callbacks=[snapshot])
-    model = Model(settings["classes"])
-    record: dict[str, Any] = {"error": None, "unchanged": None}
-    try:
-        trainer.fit(model, DataLoader(tiny_dataset(64), batch_size=8), ckpt_path=settings["ckpt"])
-    except CheckpointError as err:
-        now = full(model.state_dict())
-        fresh = all(int(t.count_nonzero()) == 0 for o in trainer.optimizers for t in tensors(o.state))
-        record = {"error": str(err), "unchanged": fresh and now.keys() == snapshot.before.keys() and all(
-            torch.equal(now[k], snapshot.before[k]) for k in now)}
-    (out / f"rank{trainer.strategy.global_rank}.json").write_text(json.dumps(record))
+                      default_root_dir=str(out), num_sanity_val_steps=0, callbacks=[Snapshot(out)])
+    trainer.fit(Model(settings["classes"]), DataLoader(tiny_dataset(64), batch_size=8), ckpt_path=settings["ckpt"])
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from xtrain.core._internal.integrity import HashingStream
 from xtrain.core._internal.progress_signal import report_stream_writes
 from xtrain.core.checkpoint_io import PathLike
-from xtrain.core.defaults.torch_io import save_file, torch_crc32
+from xtrain.core.defaults.torch_io import checkpoint_bytes, disk_full, out_of_room, save_file, torch_crc32
 from xtrain.core.sharded_checkpoint import (
     REST_FILE,
     make_room_for_directory,
@@ -146,8 +146,11 @@ class ShardedSaver:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
             if not self.async_save:
-                with torch_crc32(enabled=False):  # xtrain's file checksums cover every byte, faster
-                    save(tensors, storage_writer=writer, no_dist=alone)
+                try:
+                    with torch_crc32(enabled=False):  # xtrain's file checksums cover every byte, faster
+                        save(tensors, storage_writer=writer, no_dist=alone)
+                except BaseException as err:  # noqa: BLE001 - cleaned up, then raised again
+                    self._abandon(job, err, checkpoint_bytes(tensors))
                 if sums is not None and not alone:
                     job.sums = _merge(strategy.all_gather_object(sums))
                 self._commit(job)
@@ -171,6 +174,16 @@ class ShardedSaver:
             self._commit(job)
         except BaseException as err:  # noqa: BLE001 - re-raised in the training thread by wait()
             self._error = err
+
+    def _abandon(self, job: _Job, err: BaseException, needed: int) -> None:
+        """A failed write: remove its data directory (the manifest still names the previous one) and raise."""
+        import shutil
+
+        if self._strategy.is_global_zero:
+            shutil.rmtree(job.target / job.data, ignore_errors=True)
+        if out_of_room(err):
+            raise disk_full(job.target, err, needed) from err
+        raise err
 
     def _commit(self, job: _Job) -> None:
         """Rank 0: point the manifest at the finished data, drop older data, then run what waited for it."""

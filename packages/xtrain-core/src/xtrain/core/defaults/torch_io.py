@@ -18,7 +18,7 @@ from xtrain.core._internal.progress_signal import ProgressFile
 from xtrain.core.checkpoint_io import CheckpointIO, PathLike
 from xtrain.core.errors import CheckpointError
 
-__all__ = ["TorchCheckpointIO", "atomic_write", "read_checkpoint_file", "save_file", "torch_crc32"]
+__all__ = ["TorchCheckpointIO", "atomic_write", "checkpoint_bytes", "disk_full", "out_of_room", "read_checkpoint_file", "save_file", "torch_crc32"]
 
 _NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
@@ -49,24 +49,33 @@ def atomic_write(path: PathLike, write: Any, *, needed: Callable[[], int] | None
     except BaseException as err:
         written = Path(tmp_name).stat().st_size if Path(tmp_name).exists() else 0
         Path(tmp_name).unlink(missing_ok=True)
-        if _out_of_room(err):
-            bytes_needed = max(needed() if needed is not None else 0, written)
-            free = shutil.disk_usage(target.parent).free
-            raise CheckpointError(
-                f"saving the checkpoint {str(target)!r} failed: the disk is full ({type(err).__name__}: {err}). It "
-                f"needs about {bytes_needed} bytes ({bytes_needed / 2**20:.1f} MiB); {free} bytes are free there. "
-                f"The previous checkpoint at that path is unchanged. Free space, or set ModelCheckpoint(dirpath=...) "
-                f"to a larger disk.") from err
+        if out_of_room(err):
+            raise disk_full(target, err, max(needed() if needed is not None else 0, written)) from err
         raise
 
 
-def _out_of_room(err: BaseException | None) -> bool:
-    # torch's zip writer turns the OSError of a failed write into a RuntimeError; the OSError is its context.
-    while err is not None:
+def out_of_room(err: Any) -> bool:
+    """Whether ``err`` (or what caused it) is a full disk or quota."""
+    # torch's zip writer turns the OSError of a failed write into a RuntimeError (the OSError is its context); DCP
+    # collects each rank's error in a CheckpointException's ``failures``.
+    while isinstance(err, BaseException):
         if isinstance(err, OSError) and err.errno in _NO_ROOM:
+            return True
+        failures = getattr(err, "failures", None)
+        if isinstance(failures, dict) and any(out_of_room(f[0] if isinstance(f, tuple) else f)
+                                              for f in failures.values()):
             return True
         err = err.__cause__ or err.__context__
     return False
+
+
+def disk_full(target: Path, err: BaseException, needed: int) -> CheckpointError:
+    """The error for a save that ran out of room: the path, the bytes it needed, and that the previous one is kept."""
+    free = shutil.disk_usage(target.parent if target.parent.exists() else Path.cwd()).free
+    return CheckpointError(
+        f"saving the checkpoint {str(target)!r} failed: the disk is full ({type(err).__name__}: {str(err)[:200]}). "
+        f"It needs about {needed} bytes ({needed / 2**20:.1f} MiB); {free} bytes are free there. The previous "
+        f"checkpoint at that path is unchanged. Free space, or set ModelCheckpoint(dirpath=...) to a larger disk.")
 
 
 def save_file(obj: Any, path: PathLike, *, checksums: bool = True) -> tuple[int, int]:
