@@ -136,6 +136,8 @@ def verify_zip(path: Path) -> None:
                 f"the file was corrupted after it was written. Resume from an earlier checkpoint, or load it "
                 f"unverified (TorchCheckpointIO(checksums=False)) if you verify it elsewhere.")
         return
+    if not zipfile.is_zipfile(path):
+        return  # torch's legacy (pre-zip) format carries no checksum; torch.load(weights_only=True) judges it
     with path.open("rb") as f, zipfile.ZipFile(f) as archive:
         records = [info for info in archive.infolist() if info.file_size]
         if not records or all(info.CRC == 0 for info in records):
