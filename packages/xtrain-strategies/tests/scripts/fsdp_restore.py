@@ -2,10 +2,10 @@
 
     python fsdp_restore.py '{"out": DIR, "ckpt": PATH, "classes": N}'
 
-A refused restore fails the run (the launcher stops the other rank), so each rank records what it saw in its
-``on_exception`` hook, ``rank<N>.json``: the error's message, and whether its shards of the module are exactly its
+A refused restore fails the run (the launcher stops the other ranks, possibly before they report), so a rank
+records what it saw in its ``on_exception`` hook, ``rank<N>.json``: the error's message, and whether its shards of the module are exactly its
 part of the weights the module had before the strategy set it up and the checkpoint was read, and its optimizer
-holds no state (fresh).
+holds no state from the checkpoint (only the zeros torch initializes).
 """
 
 from __future__ import annotations
@@ -68,7 +68,10 @@ class Snapshot(Callback):
         now = module.state_dict()
         same = now.keys() == self.before.keys() and all(
             torch.equal(local(now[k])[0], my_part(self.before[k], rank, world)) for k in now)
-        fresh = all(int(t.count_nonzero()) == 0 for o in trainer.optimizers for t in local(o.state))
+        # torch initializes the optimizer's state (zeros) when it builds the sharded template; nothing else may be set.
+        moments = [t for o in trainer.optimizers for state in o.state.values()
+                   for name, value in state.items() if name != "step" for t in local(value)]
+        fresh = all(int(t.count_nonzero()) == 0 for t in moments)
         record = {"error": f"{type(exception).__name__}: {exception}", "unchanged": same and fresh}
         (self.out / f"rank{rank}.json").write_text(json.dumps(record))
 
