@@ -21,9 +21,9 @@ from torch import nn
 from xtrain.core._internal.data import prepare_dataloader, resumable_sampler
 from xtrain.core._internal.engine_module import EngineModule, unwrap
 from xtrain.core._internal.hang import DEFAULT_HANG_TIMEOUT, parse_hang_timeout
+from xtrain.core._internal.manifest import write_manifest
 from xtrain.core._internal.nonfinite import NonFiniteCheck, NonFiniteMode, check_nonfinite_mode, skippable_step
 from xtrain.core._internal.progress_signal import PROGRESS
-from xtrain.core._internal.manifest import write_manifest
 from xtrain.core._internal.resolve import resolve
 from xtrain.core._internal.restore_plan import RestorePlan
 from xtrain.core._internal.state_dict import module_names
