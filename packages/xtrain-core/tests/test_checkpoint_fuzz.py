@@ -75,6 +75,8 @@ def _structural(rng: random.Random, checkpoint: dict[str, Any]) -> tuple[dict[st
         parent = parent[part]
     kind = rng.choice(["drop", "retype", "reshape"])
     value = parent[path[-1]]
+    if value is None and isinstance(parent, dict):
+        kind = "drop"  # a None field has no type to retype against: drop it instead
     if kind == "drop" and isinstance(parent, dict):
         del parent[path[-1]]
     elif kind == "reshape" and isinstance(value, torch.Tensor) and value.numel() > 1:

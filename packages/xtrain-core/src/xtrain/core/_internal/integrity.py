@@ -82,6 +82,9 @@ def verify_files(root: Path, expected: dict[str, Any], *, checkpoint: str) -> No
     """Compare every file named in a sharded manifest's checksum list with its bytes on disk."""
     for name, entry in expected.items():
         crc, size = entry
+        if (root / name).is_symlink() or not (root / name).is_file():
+            raise CheckpointError(f"checkpoint {checkpoint!r}: the file {str(root / name)!r} its manifest lists is "
+                                  f"missing, a symlink or not a plain file. Resume from an earlier checkpoint.")
         found = file_checksum(root / name)
         if found != (crc, size):
             raise CheckpointError(

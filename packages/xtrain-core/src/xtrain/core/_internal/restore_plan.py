@@ -95,6 +95,9 @@ class RestorePlan:
                                      f"optimizer {len(now)}")
         if not keyed:
             return
+        fields = {frozenset(e) for e in state["state"].values() if isinstance(e, dict)}
+        if len(fields) > 1:
+            self.problems.append(f"{where}: the parameters' states hold different fields ({sorted(map(sorted, fields))})")
         for name, entry in state["state"].items():
             param = params.get(name)
             if param is None or not isinstance(entry, dict):
@@ -128,6 +131,10 @@ class RestorePlan:
 
     def like(self, where: str, saved: Any, live: Any) -> None:
         """A saved state dict against the live object's own ``state_dict()``: every key there, of the same kind."""
+        if isinstance(saved, (list, tuple)) and isinstance(live, (list, tuple)) and len(saved) == len(live):
+            for i, (a, b) in enumerate(zip(saved, live, strict=True)):
+                self.like(f"{where}[{i}]", a, b)
+            return
         if not isinstance(saved, dict) or not isinstance(live, dict):
             if not _same_kind(saved, live):
                 self.problems.append(f"{where}: a {type(saved).__name__}, the live state a {type(live).__name__}")
@@ -189,8 +196,10 @@ class RestorePlan:
 
 def _same_kind(saved: Any, live: Any) -> bool:
     """Whether a saved hyperparameter can stand in for the live one (numbers for numbers, sequences for sequences)."""
-    if saved is None or live is None:
+    if live is None:
         return True
+    if saved is None:
+        return isinstance(live, bool)  # optimizer flags (foreach, fused) are None or a bool across torch versions
     for kind in (bool, str, torch.Tensor, (list, tuple), dict):
         if isinstance(live, kind):
             return isinstance(saved, kind)
