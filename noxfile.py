@@ -103,7 +103,7 @@ def build(session: nox.Session) -> None:
     meta = tmp / "meta"
     session.run("python", "-m", "venv", "--clear", str(meta))
     session.run(str(meta / "bin" / "python"), "-m", "pip", "install", "-q", "-c", TORCH, "torch==2.13.0",
-                external=True)
+                "isal>=1.6", external=True)  # xtrain-core's other dependency (the wheels below come --no-index)
     session.run(str(meta / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", "--find-links", str(dist),
                 "xtrain", external=True)  # only our wheels: never a same-named release from an index
     session.run(str(meta / "bin" / "python"), "tools/smoke_meta.py", external=True)

@@ -123,8 +123,10 @@ def test_incomplete_or_damaged_directories_are_clear_errors(tmp_path: Path, stra
     data = path / json.loads((path / MANIFEST_FILE).read_text())["data"]
     shard = next(data.glob("*.distcp"))
     shard.write_bytes(shard.read_bytes()[:10])
-    with pytest.raises(CheckpointError, match="reading the shards failed"):
+    with pytest.raises(CheckpointError, match="does not match the checksum"):
         read_sharded_checkpoint(path)
+    with pytest.raises(CheckpointError, match="lies outside"):
+        read_sharded_checkpoint(path, verify=False)
     (path / MANIFEST_FILE).write_text("{not json")
     with pytest.raises(CheckpointError, match="corrupted"):
         read_sharded_checkpoint(path)

@@ -20,9 +20,15 @@ class CheckpointIO(ABC):
 
     Implementations must make :meth:`save_checkpoint` atomic: a reader sees the previous file or the new one,
     never a partial one, even if the process is killed mid-write.
+
+    Attributes:
+        checksums: Write checksums with every checkpoint and verify them before a load (the default). Sharded
+            checkpoints written by the strategy follow this setting too. Turn it off only where the storage
+            verifies the bytes itself.
     """
 
     name: ClassVar[str]
+    checksums: bool = True
 
     @abstractmethod
     def save_checkpoint(self, checkpoint: dict[str, Any], path: PathLike) -> None:
@@ -30,7 +36,10 @@ class CheckpointIO(ABC):
 
     @abstractmethod
     def load_checkpoint(self, path: PathLike, *, map_location: Any = "cpu") -> dict[str, Any]:
-        """Read a checkpoint safely (no arbitrary code may run), or raise :class:`~xtrain.core.errors.CheckpointError`."""
+        """Read a checkpoint safely (no arbitrary code may run), or raise :class:`~xtrain.core.errors.CheckpointError`.
+
+        Implementations read through :func:`xtrain.core.checkpoint_reader.read_checkpoint` or guarantee the same.
+        """
 
     @abstractmethod
     def remove_checkpoint(self, path: PathLike) -> None:

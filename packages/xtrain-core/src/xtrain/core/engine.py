@@ -21,10 +21,12 @@ from torch import nn
 from xtrain.core._internal.data import prepare_dataloader, resumable_sampler
 from xtrain.core._internal.engine_module import EngineModule, unwrap
 from xtrain.core._internal.hang import DEFAULT_HANG_TIMEOUT, parse_hang_timeout
+from xtrain.core._internal.manifest import write_manifest
 from xtrain.core._internal.nonfinite import NonFiniteCheck, NonFiniteMode, check_nonfinite_mode, skippable_step
 from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.core._internal.resolve import resolve
-from xtrain.core._internal.versions import xtrain_versions
+from xtrain.core._internal.restore_plan import RestorePlan
+from xtrain.core._internal.state_dict import module_names
 from xtrain.core.errors import ConfigError
 from xtrain.core.seed import seed_everything
 from xtrain.core.strategy import ReduceOp, Strategy
@@ -350,10 +352,7 @@ class Engine:
         Modules are stored unwrapped and optimizers keyed by parameter name, so the checkpoint loads under any
         strategy; a sharding strategy (``fsdp``) writes a directory in which every rank stores its shards.
         """
-        checkpoint: dict[str, Any] = {"xtrain": {
-            "format_version": 1, "strategy": self._strategy.name, "world_size": self.world_size,
-            "layout": self._strategy.checkpoint_layout, "precision": self._strategy.precision.name,
-            "versions": xtrain_versions(), "written_by": "Engine"}}
+        checkpoint: dict[str, Any] = {"xtrain": write_manifest(self._strategy, written_by="Engine")}
         self._nonfinite.flush()
         for key, value in state.items():
             checkpoint[key] = self._state_of(value)
@@ -371,11 +370,9 @@ class Engine:
                                    if isinstance(target, (nn.Module, torch.optim.Optimizer))}
         checkpoint = self._strategy.load_checkpoint(path, targets=targets)
         checkpoint.pop("xtrain", None)
+        self._plan_load(str(path), checkpoint, state or {}, strict=strict).check()
         for key, target in (state or {}).items():
             if key not in checkpoint:
-                if strict:
-                    raise ConfigError("state", key, f"is not in checkpoint {str(path)!r}.",
-                                      choices=sorted(checkpoint), fix="load only keys that were saved.")
                 continue
             saved = checkpoint.pop(key)
             if isinstance(target, nn.Module):
@@ -387,6 +384,27 @@ class Engine:
             else:
                 state[key] = saved  # type: ignore[index]
         return checkpoint
+
+    def _plan_load(self, path: str, checkpoint: dict[str, Any], state: Mapping[str, Any], *,
+                   strict: bool) -> RestorePlan:
+        """Compare every entry ``state`` names with its target before anything is loaded (all or nothing)."""
+        plan = RestorePlan(path)
+        for key, target in state.items():
+            if key not in checkpoint:
+                if strict:
+                    plan.problems.append(f"{key}: not in the checkpoint (it holds {', '.join(sorted(checkpoint))})")
+                continue
+            if isinstance(target, nn.Module):
+                plan.module(checkpoint[key], unwrap(target), strict=strict, entry=key)
+            elif isinstance(target, torch.optim.Optimizer):
+                names = module_names(self._owner(target))
+                plan.optimizers([checkpoint[key]], [target], [names])
+            elif isinstance(target, dict) and not isinstance(checkpoint[key], dict):
+                plan.problems.append(f"{key}: checkpoint holds a {type(checkpoint[key]).__name__}, not a dict")
+        if plan.problems:
+            plan.fixes.append("load only keys that were saved, into objects built as they were when saved (or pass "
+                              "strict=False to skip missing and unexpected keys).")
+        return plan
 
     def _owner(self, optimizer: torch.optim.Optimizer) -> nn.Module:
         owner = self._owners.get(id(optimizer))

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import uuid
-import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,7 +34,7 @@ from xtrain.core.errors import CheckpointError
 
 __all__ = [
     "MANIFEST_FILE", "REST_FILE", "checkpoint_complete", "consolidate", "copy_sharded_checkpoint", "is_sharded",
-    "join_tensors", "make_room_for_directory", "new_data_name", "read_manifest", "read_sharded_checkpoint", "remove_checkpoint_path",
+    "join_tensors", "make_room_for_directory", "markers", "new_data_name", "read_manifest", "read_sharded_checkpoint", "remove_checkpoint_path",
     "remove_stale_data", "room_for_file", "split_tensors", "tensor_key", "write_manifest",
 ]
 
@@ -42,6 +42,9 @@ MANIFEST_FILE = "xtrain.json"
 REST_FILE = "rest.pt"
 _DATA_PREFIX = "shards-"
 _MARK = "__xtrain_tensor__"
+_DATA_NAME = re.compile(r"shards-[0-9a-f]{1,64}")
+_PLAIN_NAME = re.compile(r"(?!\.\.?$)[^/\\]{1,255}")
+_MAX_MANIFEST = 64 * 2**20
 
 
 def is_sharded(path: PathLike) -> bool:
@@ -56,32 +59,64 @@ def checkpoint_complete(path: PathLike) -> bool:
 
 
 def read_manifest(path: PathLike) -> dict[str, Any]:
-    """The manifest file of a sharded checkpoint: ``{"xtrain": <manifest>, "data": <data directory name>}``."""
+    """The checked manifest file of a sharded checkpoint: ``{"xtrain": <manifest>, "data": <data directory name>}``.
+
+    The data directory must be a real directory directly inside ``path`` (no ``..``, no symlink), and the checksum
+    list, when present, must name plain files in it.
+    """
+    from xtrain.core._internal.manifest import check_manifest
+
     file = Path(path) / MANIFEST_FILE
     if not Path(path).is_dir():
         what = "is a single file, not a sharded checkpoint directory" if Path(path).is_file() else "does not exist"
         raise CheckpointError(f"checkpoint {str(path)!r} {what}.")
-    if not file.is_file():
+    if not file.is_file() or file.is_symlink():
         raise CheckpointError(
-            f"checkpoint directory {str(path)!r} has no {MANIFEST_FILE}, so it is incomplete (a save was interrupted "
-            f"before every rank finished) or not an xtrain checkpoint. Resume from an earlier checkpoint.")
+            f"checkpoint directory {str(path)!r} has no {MANIFEST_FILE} (or it is a symlink), so it is incomplete (a "
+            f"save was interrupted before every rank finished) or not an xtrain checkpoint. Resume from an earlier "
+            f"checkpoint.")
+    if file.stat().st_size > _MAX_MANIFEST:
+        raise CheckpointError(f"the manifest {str(file)!r} is {file.stat().st_size} bytes, more than any real one.")
     try:
         manifest = json.loads(file.read_text())
-        data = Path(path) / manifest["data"]
-        manifest["xtrain"]["layout"]
+        data_name = manifest["data"]
+        meta = manifest["xtrain"]
     except (ValueError, KeyError, TypeError) as err:
         raise CheckpointError(f"the manifest {str(file)!r} is corrupted ({type(err).__name__}: {err}).") from None
-    if not data.is_dir():
-        raise CheckpointError(f"checkpoint {str(path)!r} names the data directory {manifest['data']!r}, which is "
-                              f"missing. Resume from an earlier checkpoint.")
+    check_manifest(meta, str(file))
+    if not isinstance(data_name, str) or not _DATA_NAME.fullmatch(data_name):
+        raise CheckpointError(f"the manifest {str(file)!r} names the data directory {data_name!r}, which is not a "
+                              f"'{_DATA_PREFIX}<id>' directory inside the checkpoint; refused.")
+    data = Path(path) / data_name
+    if data.is_symlink() or not data.is_dir():
+        raise CheckpointError(f"checkpoint {str(path)!r} names the data directory {data_name!r}, which is missing "
+                              f"or a symlink. Resume from an earlier checkpoint.")
+    sums = meta.get("checksums")
+    if isinstance(sums, dict) and not _valid_checksums(sums):
+        raise CheckpointError(f"the manifest {str(file)!r} has a malformed 'checksums' entry; the file is corrupted.")
     return manifest  # type: ignore[no-any-return]
 
 
-def write_manifest(path: PathLike, manifest: dict[str, Any], data: str) -> None:
-    """Commit a sharded checkpoint: atomically point ``path``'s manifest at the complete data directory ``data``."""
+def _valid_checksums(sums: dict[str, Any]) -> bool:
+    files = sums.get("files")
+    return isinstance(files, dict) and all(
+        isinstance(name, str) and _PLAIN_NAME.fullmatch(name) and isinstance(entry, list) and len(entry) == 2
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in entry)
+        for name, entry in files.items())
+
+
+def write_manifest(path: PathLike, manifest: dict[str, Any], data: str,
+                   checksums: dict[str, list[int]] | None = None) -> None:
+    """Commit a sharded checkpoint: atomically point ``path``'s manifest at the complete data directory ``data``.
+
+    ``checksums`` (``{file name: [crc32, size]}`` of every file in ``data``) are recorded for verification on load.
+    """
+    from xtrain.core._internal.integrity import ALGORITHM
     from xtrain.core.defaults.torch_io import atomic_write
 
-    text = json.dumps({"xtrain": dict(manifest, layout="sharded"), "data": data}, indent=1, default=str)
+    meta = dict(manifest, layout="sharded")
+    meta["checksums"] = {"algorithm": ALGORITHM, "files": checksums} if checksums is not None else "none"
+    text = json.dumps({"xtrain": meta, "data": data}, indent=1, default=str)
     atomic_write(Path(path) / MANIFEST_FILE, lambda f: f.write(text.encode()))
 
 
@@ -149,66 +184,36 @@ def join_tensors(rest: Any, tensors: Mapping[str, torch.Tensor]) -> Any:
     return rest
 
 
-def _markers(rest: Any, found: list[str]) -> list[str]:
+def markers(rest: Any, found: list[str] | None = None) -> list[str]:
+    """The keys of the tensors :func:`split_tensors` took out of ``rest``."""
+    found = [] if found is None else found
     if isinstance(rest, Mapping):
         if set(rest) == {_MARK}:
             found.append(rest[_MARK])
         else:
             for v in rest.values():
-                _markers(v, found)
+                markers(v, found)
     elif isinstance(rest, (list, tuple)):
         for v in rest:
-            _markers(v, found)
+            markers(v, found)
     return found
 
 
 # -- reading ---------------------------------------------------------------------------------------------------------
-def read_sharded_checkpoint(path: PathLike, *, template: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Read a sharded checkpoint into one checkpoint dict; no process group is needed.
+def read_sharded_checkpoint(path: PathLike, *, template: Mapping[str, Any] | None = None,
+                            verify: bool = True) -> dict[str, Any]:
+    """Read a sharded checkpoint into one checkpoint dict through the checkpoint gate; no process group is needed.
 
     Args:
         path: The checkpoint directory.
-        template: A checkpoint-shaped dict of tensors to read into in place, e.g. ``{"state_dict": <the live
+        template: A checkpoint-shaped dict of fresh tensors to read into, e.g. ``{"state_dict": <a copy of the
             sharded state dict>}``: each rank then reads only the slices its own shards hold, whatever world size
             wrote the checkpoint. Tensors it does not hold (or holds with another shape) are read whole.
+        verify: Check every file against the checksums in the manifest first.
     """
-    from torch.distributed.checkpoint.api import CheckpointException  # a BaseException, not an Exception
-    from torch.distributed.checkpoint.filesystem import FileSystemReader
-    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
-    from torch.distributed.checkpoint.state_dict_loader import load
+    from xtrain.core._internal.checkpoint_gate import read_sharded
 
-    from xtrain.core.defaults.torch_io import read_checkpoint_file
-
-    manifest = read_manifest(path)
-    data = Path(path) / manifest["data"]
-    rest = read_checkpoint_file(data / REST_FILE)
-    reader = FileSystemReader(str(data))
-    try:
-        stored = reader.read_metadata().state_dict_metadata
-    except (Exception, CheckpointException) as err:  # noqa: BLE001 - any unreadable metadata is the same problem for the user
-        raise CheckpointError(f"checkpoint {str(path)!r}: the tensor metadata is unreadable ({err}). Resume from an "
-                              f"earlier checkpoint.") from None
-    targets = split_tensors(template)[0] if template is not None else {}
-    wanted: dict[str, torch.Tensor] = {}
-    for key in _markers(rest, []):
-        info = stored.get(key)
-        if not isinstance(info, TensorStorageMetadata):
-            raise CheckpointError(f"checkpoint {str(path)!r} lists the tensor {key!r} but holds no data for it.")
-        target = targets.get(key)
-        if target is not None and tuple(target.shape) == tuple(info.size):
-            wanted[key] = target
-        else:
-            wanted[key] = torch.empty(info.size, dtype=info.properties.dtype)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
-        try:
-            load(wanted, storage_reader=reader, no_dist=True)
-        except (Exception, CheckpointException) as err:  # noqa: BLE001 - a missing or truncated shard file
-            raise CheckpointError(f"checkpoint {str(path)!r}: reading the shards failed ({type(err).__name__}: "
-                                  f"{err}). Resume from an earlier checkpoint.") from None
-    checkpoint: dict[str, Any] = join_tensors(rest, wanted)
-    checkpoint["xtrain"] = manifest["xtrain"]
-    return checkpoint
+    return read_sharded(path, template=template, verify=verify)
 
 
 # -- copies, removal and conversion -------------------------------------------------------------------------------
@@ -228,7 +233,8 @@ def copy_sharded_checkpoint(source: PathLike, destination: PathLike) -> None:
             os.link(file, dst_data / file.name)
         except OSError:
             shutil.copy2(file, dst_data / file.name)
-    write_manifest(target, manifest["xtrain"], name)
+    sums = manifest["xtrain"].get("checksums")
+    write_manifest(target, manifest["xtrain"], name, sums["files"] if isinstance(sums, dict) else None)
     remove_stale_data(target)
     if aside is not None:
         aside.unlink(missing_ok=True)
@@ -271,12 +277,14 @@ def consolidate(source: PathLike, destination: PathLike) -> dict[str, Any]:
     Returns the manifest written (``layout`` becomes ``"full"``; strategy and world size still say how it was
     trained).
     """
-    from xtrain.core.defaults.torch_io import atomic_write
+    from xtrain.core.defaults.torch_io import save_file
 
     checkpoint = read_sharded_checkpoint(source)
-    checkpoint["xtrain"] = dict(checkpoint["xtrain"], layout="full", consolidated_from=str(source))
+    from xtrain.core._internal.integrity import ALGORITHM
+
+    checkpoint["xtrain"] = dict(checkpoint["xtrain"], layout="full", consolidated_from=str(source), checksums=ALGORITHM)
     target = Path(destination)
     if target.is_dir():
         raise CheckpointError(f"{str(target)!r} is a directory; pass a file name for the consolidated checkpoint.")
-    atomic_write(target, lambda f: torch.save(checkpoint, f))
+    save_file(checkpoint, target)
     return checkpoint["xtrain"]  # type: ignore[no-any-return]

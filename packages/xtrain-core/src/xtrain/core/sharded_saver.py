@@ -17,16 +17,16 @@ from __future__ import annotations
 import atexit
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-
+from xtrain.core._internal.integrity import HashingStream
 from xtrain.core._internal.progress_signal import report_stream_writes
 from xtrain.core.checkpoint_io import PathLike
-from xtrain.core.defaults.torch_io import atomic_write
+from xtrain.core.defaults.torch_io import checkpoint_bytes, disk_full, out_of_room, save_file, torch_crc32
 from xtrain.core.sharded_checkpoint import (
     REST_FILE,
     make_room_for_directory,
@@ -49,8 +49,38 @@ class _Job:
     manifest: dict[str, Any]
     data: str
     aside: Path | None
+    sums: dict[str, list[int]] | None
     actions: list[Callable[[], None]] = field(default_factory=list)
     done: bool = False
+
+
+def _writer(directory: Path, sums: dict[str, list[int]] | None) -> Any:
+    """DCP's file writer; with ``sums``, every file it writes is checksummed on its way to disk (not read back)."""
+    from torch.distributed.checkpoint.filesystem import FileSystem, FileSystemWriter
+
+    writer = FileSystemWriter(str(directory))
+    if sums is None:
+        return writer
+    record = sums
+
+    class HashingFileSystem(FileSystem):
+        @contextmanager
+        def create_stream(self, path: Any, mode: str) -> Iterator[Any]:
+            with super().create_stream(path, mode) as stream:
+                if "w" not in mode:
+                    yield stream
+                    return
+                hashed = HashingStream(stream)  # type: ignore[arg-type]
+                yield hashed
+            record[Path(path).name] = [hashed.crc, hashed.size]
+
+        def rename(self, path: Any, new_path: Any) -> None:
+            super().rename(path, new_path)
+            if Path(path).name in record:
+                record[Path(new_path).name] = record.pop(Path(path).name)
+
+    writer.fs = HashingFileSystem()
+    return writer
 
 
 def _distributed() -> bool:
@@ -90,7 +120,6 @@ class ShardedSaver:
 
     def save(self, checkpoint: dict[str, Any], path: PathLike) -> None:
         """Write ``checkpoint`` to the directory ``path``; every rank calls it with its own shards."""
-        from torch.distributed.checkpoint.filesystem import FileSystemWriter
         from torch.distributed.checkpoint.state_dict_saver import async_save, save
 
         self.wait()
@@ -104,16 +133,26 @@ class ShardedSaver:
         # The broadcast also orders rank 0's clean-up before any rank writes into the new data directory.
         data = strategy.broadcast(new_data_name() if zero else "")
         tensors, rest = split_tensors({k: v for k, v in checkpoint.items() if k != "xtrain"})
-        job = _Job(target, dict(checkpoint.get("xtrain", {})), data, aside)
+        sums: dict[str, list[int]] | None = {} if strategy.checkpoint_io.checksums else None
+        job = _Job(target, dict(checkpoint.get("xtrain", {})), data, aside, sums)
         if zero:
             (target / data).mkdir(parents=True, exist_ok=True)
-            atomic_write(target / data / REST_FILE, lambda f: torch.save(rest, f))
-        writer = report_stream_writes(FileSystemWriter(str(target / data)))
+            # Not sealed: the manifest's checksum list covers it, like every other file of the directory.
+            written = save_file(rest, target / data / REST_FILE, checksums=False)
+            if sums is not None:
+                sums[REST_FILE] = list(written)
+        writer = report_stream_writes(_writer(target / data, sums))
         alone = not _distributed()  # one process without a group (single device): nothing to coordinate
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
             if not self.async_save:
-                save(tensors, storage_writer=writer, no_dist=alone)
+                try:
+                    with torch_crc32(enabled=False):  # xtrain's file checksums cover every byte, faster
+                        save(tensors, storage_writer=writer, no_dist=alone)
+                except BaseException as err:  # noqa: BLE001 - cleaned up, then raised again
+                    self._abandon(job, err, checkpoint_bytes(tensors))
+                if sums is not None and not alone:
+                    job.sums = _merge(strategy.all_gather_object(sums))
                 self._commit(job)
                 return
             future = async_save(tensors, storage_writer=writer, process_group=self._group, no_dist=alone)
@@ -126,14 +165,30 @@ class ShardedSaver:
             result = future.result()
             if hasattr(result, "upload_completion"):  # newer torch: an AsyncSaveResponse
                 result.upload_completion.result()
+            if job.sums is not None and _distributed():
+                import torch.distributed as dist
+
+                gathered: list[Any] = [None] * dist.get_world_size(self._group)
+                dist.all_gather_object(gathered, job.sums, group=self._group)
+                job.sums = _merge(gathered)
             self._commit(job)
         except BaseException as err:  # noqa: BLE001 - re-raised in the training thread by wait()
             self._error = err
 
+    def _abandon(self, job: _Job, err: BaseException, needed: int) -> None:
+        """A failed write: remove its data directory (the manifest still names the previous one) and raise."""
+        import shutil
+
+        if self._strategy.is_global_zero:
+            shutil.rmtree(job.target / job.data, ignore_errors=True)
+        if out_of_room(err):
+            raise disk_full(job.target, err, needed) from err
+        raise err
+
     def _commit(self, job: _Job) -> None:
         """Rank 0: point the manifest at the finished data, drop older data, then run what waited for it."""
         if self._strategy.is_global_zero:
-            write_manifest(job.target, job.manifest, job.data)
+            write_manifest(job.target, job.manifest, job.data, job.sums)
             remove_stale_data(job.target)
             if job.aside is not None:
                 remove_checkpoint_path(job.aside)
@@ -169,3 +224,10 @@ class ShardedSaver:
         if self._error is not None:
             error, self._error = self._error, None
             raise error
+
+
+def _merge(per_rank: list[Any]) -> dict[str, list[int]]:
+    merged: dict[str, list[int]] = {}
+    for sums in per_rank:
+        merged.update(sums)
+    return merged

@@ -341,6 +341,15 @@ class Strategy(ABC):
                                   module: nn.Module | None = None) -> None:
         load_optimizer_state(module or self.module, optimizer, state)
 
+    def restore_problems(self, checkpoint: dict[str, Any], *, fitting: bool) -> list[str]:
+        """What in ``checkpoint`` this strategy's layout cannot load, as lines for the error; ``[]`` if nothing.
+
+        Called before anything is loaded (with the generic checks of keys, shapes, dtypes and parameter groups), so
+        a restore is all or nothing. Strategies with needs of their own (FSDP needs optimizer state keyed by name)
+        override it.
+        """
+        return []
+
     def save_checkpoint(self, checkpoint: dict[str, Any], path: PathLike) -> None:
         """Write a full checkpoint from rank 0 through the CheckpointIO."""
         if self.is_global_zero:
@@ -368,7 +377,7 @@ class Strategy(ABC):
         """
         if is_sharded(path):
             self.checkpoint_io.wait()
-            return read_sharded_checkpoint(path)
+            return read_sharded_checkpoint(path, verify=self.checkpoint_io.checksums)
         return self.checkpoint_io.load_checkpoint(path)
 
     def remove_checkpoint(self, path: PathLike) -> None:

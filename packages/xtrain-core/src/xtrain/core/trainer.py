@@ -57,6 +57,7 @@ from xtrain.core._internal.trainer_args import (
     parse_run_flags,
     parse_settings,
 )
+from xtrain.core._internal.writable import check_output_dirs
 from xtrain.core.accelerator import Accelerator
 from xtrain.core.callbacks import Callback, ModelCheckpoint, ModelSummary, ProgressBar, default_progress_bar
 from xtrain.core.checkpoint_io import CheckpointIO
@@ -384,6 +385,7 @@ class Trainer:
 
     def _launch(self, stage: Stage, ckpt_path: str | Path | None) -> Any:
         # Resolved here, before any process starts, so a bad ckpt_path is a ConfigError in the caller alone.
+        check_output_dirs(self, fitting=stage == "fit")
         path = find_checkpoint(self, ckpt_path) if ckpt_path is not None else None
         launcher = self.strategy.launcher
         if launcher is None:

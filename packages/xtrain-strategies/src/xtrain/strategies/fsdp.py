@@ -28,6 +28,7 @@ from xtrain.core.launcher import Launcher
 from xtrain.core.parallel import ParallelStrategy
 from xtrain.core.sharded_checkpoint import copy_sharded_checkpoint, is_sharded, read_sharded_checkpoint
 from xtrain.core.sharded_saver import ShardedSaver
+from xtrain.core.state_dict import by_name
 from xtrain.core.strategy import StepName
 from xtrain.strategies._internal import fsdp_setup, fsdp_state
 from xtrain.strategies._internal.caller_failure import report_caller_failure
@@ -254,18 +255,28 @@ class FSDPStrategy(ParallelStrategy):
 
     @override
     def load_checkpoint(self, path: PathLike, *, targets: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Full files load as they are; sharded directories (any world size) are read into this rank's shards:
-        those of ``targets`` in place, or fresh ones shaped like the set-up module's and optimizers'."""
+        """Full files load as they are; sharded directories (any world size) are read into this rank's shards.
+
+        The shards are read into fresh tensors shaped like ``targets``' (or the set-up module's and optimizers'),
+        never into the live ones: a checkpoint that turns out not to fit must leave the model as it was.
+        """
         self._saver.wait()
         if not is_sharded(path):
             return super().load_checkpoint(path)
-        in_place = targets is not None
         if targets is None:
             targets = {"state_dict": self.module, "optimizer_states": self._optimizers} if self._modules else {}
         template = {key: fsdp_state.sharded_template(target, self._owner) for key, target in targets.items()}
-        if not in_place:
-            template = fsdp_state.empty_like(template)
-        return read_sharded_checkpoint(path, template=template)
+        return read_sharded_checkpoint(path, template=fsdp_state.empty_like(template),
+                                       verify=self.checkpoint_io.checksums)
+
+    @override
+    def restore_problems(self, checkpoint: dict[str, Any], *, fitting: bool) -> list[str]:
+        states = checkpoint.get("optimizer_states") if fitting else None
+        if not isinstance(states, list):
+            return []
+        return [f"optimizer_states[{i}]: keyed by parameter position, which cannot be matched to FSDP's shards "
+                f"(resave it with xtrain, which keys it by name under every strategy)"
+                for i, state in enumerate(states) if isinstance(state, dict) and by_name(state) is None]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(state_dict_type={self.checkpoint_layout!r}, cpu_offload={self.cpu_offload})"

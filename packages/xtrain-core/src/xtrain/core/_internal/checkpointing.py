@@ -7,33 +7,28 @@ from another strategy or world size is either converted or refused with a messag
 
 from __future__ import annotations
 
+import logging
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xtrain.core._internal.hparams import checkpoint_hparams
+from xtrain.core._internal.manifest import FORMAT_VERSION, write_manifest
+from xtrain.core._internal.restore_apply import restore_checkpoint
 from xtrain.core._internal.rng import collect_rng_states
-from xtrain.core._internal.versions import xtrain_versions
-from xtrain.core.errors import CheckpointError, ConfigError
+from xtrain.core.errors import ConfigError
 from xtrain.core.sharded_checkpoint import checkpoint_complete
 
 if TYPE_CHECKING:
     from xtrain.core.trainer import Trainer
 
-__all__ = ["FORMAT_VERSION", "build_checkpoint", "find_checkpoint", "manifest", "restore_checkpoint", "restore_targets"]
+_log = logging.getLogger("xtrain")
 
-FORMAT_VERSION = 1
+__all__ = ["FORMAT_VERSION", "build_checkpoint", "find_checkpoint", "manifest", "restore_checkpoint", "restore_targets"]
 
 
 def manifest(trainer: Trainer) -> dict[str, Any]:
-    strategy = trainer.strategy
-    return {
-        "format_version": FORMAT_VERSION,
-        "strategy": strategy.name,
-        "world_size": strategy.world_size,
-        "layout": strategy.checkpoint_layout,
-        "precision": strategy.precision.name,
-        "versions": xtrain_versions(),
-    }
+    return write_manifest(trainer.strategy)
 
 
 def build_checkpoint(trainer: Trainer, *, weights_only: bool = False) -> dict[str, Any]:
@@ -76,45 +71,6 @@ def restore_targets(trainer: Trainer, *, fitting: bool) -> dict[str, Any]:
     return targets
 
 
-def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fitting: bool) -> None:
-    """Load module weights, and when ``fitting`` the optimizer, schedulers, loops, callbacks and loggers."""
-    strategy = trainer.strategy
-    meta = checkpoint.get("xtrain")
-    if not isinstance(meta, dict) or "state_dict" not in checkpoint:
-        raise CheckpointError(f"checkpoint {path!r} is not an xtrain checkpoint (it has no 'xtrain' manifest or no "
-                              f"'state_dict'). Load plain state dicts with module.load_state_dict(torch.load(...)).")
-    if meta.get("format_version", 0) > FORMAT_VERSION:
-        raise CheckpointError(f"checkpoint {path!r} has format version {meta['format_version']}; this xtrain-core reads "
-                              f"up to {FORMAT_VERSION}. Upgrade: pip install -U xtrain-core")
-    trainer._hooks.call("on_load_checkpoint", checkpoint)
-    strategy.load_module_state_dict(checkpoint["state_dict"])
-    if not fitting or "optimizer_states" not in checkpoint:
-        return
-    if len(checkpoint["optimizer_states"]) != len(trainer.optimizers):
-        raise CheckpointError(f"checkpoint {path!r} holds {len(checkpoint['optimizer_states'])} optimizer state(s) but "
-                              f"configure_optimizers returned {len(trainer.optimizers)}.")
-    for opt, state in zip(trainer.optimizers, checkpoint["optimizer_states"], strict=True):
-        strategy.load_optimizer_state_dict(opt, state)
-    for config, state in zip(trainer.lr_scheduler_configs, checkpoint.get("lr_schedulers", []), strict=False):
-        config.scheduler.load_state_dict(state)
-    trainer._schedulers_resumed = bool(trainer.lr_scheduler_configs)
-    strategy.precision.load_state_dict(checkpoint.get("precision", {}))
-    trainer._progress.load_state_dict(checkpoint.get("loops", {}))
-    states = checkpoint.get("callbacks", {})
-    for cb in trainer.callbacks:
-        if cb.state_key in states:
-            cb.load_state_dict(states[cb.state_key])
-    if trainer.datamodule is not None and "datamodule" in checkpoint:
-        trainer.datamodule.load_state_dict(checkpoint["datamodule"])
-    for logger, state in zip(trainer.loggers, checkpoint.get("loggers", []), strict=False):
-        logger.resume(state, step=trainer._progress.global_step)
-    rng = checkpoint.get("rng")
-    if rng:
-        same_world = meta.get("world_size") == strategy.world_size
-        trainer._pending_rng = rng[strategy.global_rank] if same_world else None
-    trainer._pending_sampler = checkpoint.get("sampler")
-
-
 def find_checkpoint(trainer: Trainer, ckpt_path: str | Path) -> str:
     """Resolve ``"last"``, ``"best"`` or a path into an existing checkpoint path."""
     if ckpt_path == "best":
@@ -136,9 +92,26 @@ def find_checkpoint(trainer: Trainer, ckpt_path: str | Path) -> str:
             raise ConfigError("ckpt_path", ckpt_path, f"found no 'last' checkpoint (looked for "
                               f"{sorted({str(p) for p in candidates}) or 'nothing: checkpointing is off'}).",
                               fix="train once with checkpointing on, or pass a path.")
-        return str(max(existing, key=lambda p: p.stat().st_mtime_ns))
+        chosen = str(max(existing, key=lambda p: p.stat().st_mtime_ns))
+        _announce_last(trainer, chosen)
+        return chosen
     path = Path(ckpt_path)
     if not path.exists():
         raise ConfigError("ckpt_path", str(ckpt_path), "does not exist.", choices=["last", "best", "an existing path"],
                           fix="pass the path of a checkpoint file or directory.")
     return str(path)
+
+
+def _announce_last(trainer: Trainer, path: str) -> None:
+    """Name the checkpoint ``ckpt_path="last"`` resolved to; warn if another strategy or precision wrote it."""
+    from xtrain.core._internal.checkpoint_gate import peek_manifest
+
+    _log.info("ckpt_path='last': resuming from %s", path)
+    meta = peek_manifest(path) or {}
+    strategy = trainer.strategy
+    now = {"strategy": strategy.name, "precision": strategy.precision.name}
+    differ = {key: (meta[key], value) for key, value in now.items() if key in meta and meta[key] != value}
+    if differ:
+        told = "; ".join(f"{key}: checkpoint {saved!r} vs this run {current!r}" for key, (saved, current) in differ.items())
+        warnings.warn(f"ckpt_path='last' chose {path}, which was written by a run with another setup ({told}). "
+                      f"Resuming converts it; if you meant another run's checkpoint, pass its path.", stacklevel=3)

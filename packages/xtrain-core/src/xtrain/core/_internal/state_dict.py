@@ -13,19 +13,20 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["by_name", "load_optimizer_state", "mark_by_name", "optimizer_state"]
+__all__ = ["by_name", "load_optimizer_state", "mark_by_name", "module_names", "optimizer_state"]
 
 _BY_NAME = "xtrain_keyed_by_name"
 
 
-def _names(module: nn.Module) -> dict[int, str]:
+def module_names(module: nn.Module) -> dict[int, str]:
+    """``id(parameter) -> name`` for every parameter of ``module`` (shared ones under each name)."""
     return {id(p): name for name, p in module.named_parameters(remove_duplicate=False)}
 
 
 def optimizer_state(module: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     """``optimizer.state_dict()`` with parameter positions replaced by names (unchanged if a parameter is unnamed)."""
     raw = optimizer.state_dict()
-    names = _names(module)
+    names = module_names(module)
     position_to_name: dict[int, str] = {}
     position = 0
     for group in optimizer.param_groups:
@@ -45,7 +46,7 @@ def load_optimizer_state(module: nn.Module, optimizer: torch.optim.Optimizer, st
     if not state.get(_BY_NAME):
         optimizer.load_state_dict(state)
         return
-    names = _names(module)
+    names = module_names(module)
     current = [[names[id(p)] for p in group["params"]] for group in optimizer.param_groups]
     if len(current) != len(state["param_groups"]):
         raise ValueError(f"the checkpoint has {len(state['param_groups'])} parameter groups, the optimizer "

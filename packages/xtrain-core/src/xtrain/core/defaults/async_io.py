@@ -46,6 +46,10 @@ class AsyncCheckpointIO(CheckpointIO):
         self._error: BaseException | None = None
         _LIVE.add(self)
 
+    @property  # type: ignore[override]
+    def checksums(self) -> bool:  # type: ignore[override]
+        return self.inner.checksums
+
     def _snapshot(self, checkpoint: dict[str, Any]) -> dict[str, Any]:
         return apply_to_tensors(checkpoint, lambda t: t.detach().to("cpu", copy=True))
 

@@ -31,17 +31,11 @@ def add_checkpoint_actions(parser: Any) -> None:
 
 
 def run_checkpoint(cfg: Any) -> int:
-    from xtrain.core.defaults.torch_io import read_checkpoint_file
-    from xtrain.core.sharded_checkpoint import consolidate, is_sharded, read_manifest
+    from xtrain.core._internal.checkpoint_gate import inspect_checkpoint
+    from xtrain.core.sharded_checkpoint import consolidate
 
     if cfg.action == "inspect":
-        path = cfg.inspect.path
-        if is_sharded(path):
-            manifest = read_manifest(path)["xtrain"]
-            keys = sorted([*read_checkpoint_file(f"{path}/{read_manifest(path)['data']}/rest.pt"), "xtrain"])
-        else:
-            checkpoint = read_checkpoint_file(path)
-            manifest, keys = checkpoint.get("xtrain", {}), sorted(checkpoint)
+        manifest, keys = inspect_checkpoint(cfg.inspect.path)
         print(json.dumps({"manifest": manifest, "keys": keys}, indent=2))
         return 0
     if cfg.action == "consolidate":

@@ -1,0 +1,176 @@
+"""The one gate every checkpoint read goes through: it checks before it trusts, and it never runs code.
+
+Full files are zip archives written by ``torch.save``: their records are checked against the CRC-32s stored with
+them, then they are unpickled with ``weights_only=True``. Sharded directories: the JSON manifest is checked field by
+field, every file it lists is checked against its checksum, DCP's pickled ``.metadata`` is read with an allowlist
+unpickler (:mod:`~xtrain.core._internal.safe_metadata`) and checked against the files, and only then are tensors read
+(DCP reads each with ``weights_only=True``). Anything unexpected is a :class:`CheckpointError` naming the file.
+"""
+
+from __future__ import annotations
+
+import functools
+import pickle
+import warnings
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from xtrain.core._internal.integrity import verify_files, verify_zip
+from xtrain.core._internal.manifest import check_manifest
+from xtrain.core._internal.safe_metadata import check_metadata, load_metadata
+from xtrain.core.errors import CheckpointError
+
+__all__ = ["inspect_checkpoint", "peek_manifest", "read_checkpoint", "read_full_file", "read_sharded"]
+
+
+def read_checkpoint(path: str | Path, *, template: Mapping[str, Any] | None = None, verify: bool = True,
+                    map_location: Any = "cpu") -> dict[str, Any]:
+    """Read a checkpoint file or sharded directory; see :func:`xtrain.core.checkpoint_reader.read_checkpoint`."""
+    if Path(path).is_dir():
+        return read_sharded(path, template=template, verify=verify)
+    return read_full_file(path, verify=verify, map_location=map_location)
+
+
+def inspect_checkpoint(path: str | Path, *, verify: bool = True) -> tuple[dict[str, Any], list[str]]:
+    """``(manifest, top-level keys)`` of a checkpoint, after every check a load makes, without reading the tensors
+    of a sharded one into memory."""
+    from xtrain.core.sharded_checkpoint import REST_FILE, read_manifest
+
+    if not Path(path).is_dir():
+        checkpoint = read_full_file(path, verify=verify, map_location="meta")
+        return checkpoint.get("xtrain", {}), sorted(checkpoint)
+    manifest = read_manifest(path)
+    data = Path(path) / manifest["data"]
+    _check_sharded_files(str(path), data, manifest["xtrain"], verify=verify)
+    return manifest["xtrain"], sorted([*read_full_file(data / REST_FILE, verify=verify), "xtrain"])
+
+
+def _check_sharded_files(name: str, data: Path, meta: dict[str, Any], *, verify: bool) -> Any:
+    """Checksums (``verify``), then DCP's metadata read with the allowlist and checked against the files."""
+    sums = meta.get("checksums")
+    if verify and isinstance(sums, dict):
+        verify_files(data, sums["files"], checkpoint=name)
+    metadata = load_metadata(data / ".metadata", checkpoint=name)
+    check_metadata(metadata, data, checkpoint=name)
+    return metadata
+
+
+def peek_manifest(path: str | Path) -> dict[str, Any] | None:
+    """The manifest of a checkpoint without reading its tensors (memory-mapped), or ``None`` if it has none.
+
+    For messages only (which run wrote it); the real load checks everything and reports what is wrong.
+    """
+    from xtrain.core.sharded_checkpoint import read_manifest
+
+    try:
+        if Path(path).is_dir():
+            meta = read_manifest(path)["xtrain"]
+        else:
+            meta = torch.load(path, mmap=True, weights_only=True, map_location="cpu").get("xtrain")
+        return check_manifest(meta, str(path))
+    except Exception:  # noqa: BLE001 - unreadable here means the load will say why
+        return None
+
+
+def read_full_file(path: str | Path, *, verify: bool = True, map_location: Any = "cpu") -> dict[str, Any]:
+    """Load a ``torch.save`` file: CRC-32s checked (``verify``), then ``weights_only=True``."""
+    file = Path(path)
+    if not file.is_file():
+        raise CheckpointError(f"checkpoint {str(file)!r} does not exist (or is not a file).")
+    try:
+        if verify:
+            verify_zip(file)
+        loaded = torch.load(file, map_location=map_location, weights_only=True)
+    except CheckpointError:
+        raise
+    except pickle.UnpicklingError as err:
+        reason = next((line.strip() for line in str(err).splitlines() if "Unsupported" in line), str(err)[:300])
+        raise CheckpointError(
+            f"checkpoint {str(file)!r} holds objects that are not plain tensors or containers, so it was refused "
+            f"unread (weights_only=True) and nothing in it was executed ({reason}). If you wrote it yourself with "
+            f"custom objects, store them as tensors, numbers, strings, lists or dicts instead."
+        ) from None
+    except (zipfile.BadZipFile, EOFError) as err:
+        raise CheckpointError(f"checkpoint {str(file)!r} is not a checkpoint file, or is truncated or corrupted "
+                              f"({type(err).__name__}: {err}). Resume from an earlier checkpoint.") from None
+    except Exception as err:  # noqa: BLE001 - torch and zipfile raise many types for damaged bytes
+        raise CheckpointError(f"checkpoint {str(file)!r} is truncated or corrupted ({type(err).__name__}: "
+                              f"{str(err)[:300]}). Resume from an earlier checkpoint.") from None
+    if not isinstance(loaded, dict):
+        raise CheckpointError(f"checkpoint {str(file)!r} holds a {type(loaded).__name__}, not a checkpoint dict.")
+    if "xtrain" in loaded:
+        check_manifest(loaded["xtrain"], str(file))
+    return loaded
+
+
+def read_sharded(path: str | Path, *, template: Mapping[str, Any] | None = None,
+                 verify: bool = True) -> dict[str, Any]:
+    """Read a sharded checkpoint directory into one checkpoint dict; no process group is needed.
+
+    ``template``'s tensors (e.g. ``{"state_dict": <a sharded state dict>}``) say which slices this rank reads:
+    each of the same shape is read into (the caller passes fresh tensors, never live ones). Others are read whole.
+    """
+    from torch.distributed.checkpoint.api import CheckpointException  # a BaseException, not an Exception
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+    from torch.distributed.checkpoint.state_dict_loader import load
+
+    from xtrain.core.sharded_checkpoint import REST_FILE, join_tensors, markers, read_manifest, split_tensors
+
+    name = str(path)
+    manifest = read_manifest(path)
+    data = Path(path) / manifest["data"]
+    metadata = _check_sharded_files(name, data, manifest["xtrain"], verify=verify)
+    rest = read_full_file(data / REST_FILE, verify=verify)
+    stored = metadata.state_dict_metadata
+    targets = split_tensors(template)[0] if template is not None else {}
+    wanted: dict[str, torch.Tensor] = {}
+    for key in markers(rest):
+        info = stored.get(key)
+        if not isinstance(info, TensorStorageMetadata):
+            raise CheckpointError(f"checkpoint {name!r} lists the tensor {key!r} but holds no data for it.")
+        target = targets.get(key)
+        if target is not None and tuple(target.shape) == tuple(info.size) and target.dtype == info.properties.dtype:
+            wanted[key] = target
+        else:
+            wanted[key] = torch.empty(info.size, dtype=info.properties.dtype)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
+        try:
+            load(wanted, storage_reader=_VettedReader(data, metadata), no_dist=True)
+        except (Exception, CheckpointException) as err:  # noqa: BLE001 - a missing, truncated or refused shard
+            raise CheckpointError(f"checkpoint {name!r}: reading the shards in {str(data)!r} failed "
+                                  f"({type(err).__name__}: {str(err)[:300]}). Resume from an earlier "
+                                  f"checkpoint.") from None
+    checkpoint: dict[str, Any] = join_tensors(rest, wanted)
+    checkpoint["xtrain"] = manifest["xtrain"]
+    return checkpoint
+
+
+@functools.cache
+def _vetted_reader_class() -> type:
+    from torch.distributed.checkpoint.filesystem import FileSystemReader
+
+    class VettedReader(FileSystemReader):
+        """DCP's reader, handed metadata that was already read safely instead of unpickling the file itself."""
+
+        def __init__(self, path: Path, metadata: Any) -> None:
+            super().__init__(str(path))
+            self._vetted = metadata
+
+        def read_metadata(self, *args: Any, **kwargs: Any) -> Any:
+            from torch.distributed.checkpoint.metadata import StorageMeta
+
+            if getattr(self._vetted, "storage_meta", None) is None:
+                self._vetted.storage_meta = StorageMeta()
+            self._vetted.storage_meta.load_id = self.load_id
+            return self._vetted
+
+    return VettedReader
+
+
+def _VettedReader(path: Path, metadata: Any) -> Any:
+    return _vetted_reader_class()(path, metadata)

@@ -1,0 +1,137 @@
+"""Restoring a Trainer from a checkpoint as one transaction: plan every entry, then apply them all.
+
+The plan (:class:`~xtrain.core._internal.restore_plan.RestorePlan`, plus the strategy's own
+:meth:`~xtrain.core.strategy.Strategy.restore_problems`) runs after the ``on_load_checkpoint`` hooks, which may
+still edit the checkpoint, and before anything is loaded. Apply then loads the parts that run user code first
+(callback and datamodule states, rolled back from snapshots if one refuses its state), then the parts the plan has
+already proven loadable (module, optimizers, schedulers, precision, loop counters), then the loggers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from xtrain.core._internal.manifest import check_manifest
+from xtrain.core._internal.restore_plan import RestorePlan
+from xtrain.core._internal.state_dict import module_names
+from xtrain.core.errors import CheckpointError
+
+if TYPE_CHECKING:
+    from xtrain.core.trainer import Trainer
+
+__all__ = ["plan_restore", "restore_checkpoint"]
+
+_FIT_ENTRIES = ("optimizer_states", "loops")
+# Written by every Trainer checkpoint that is not weights-only: without them a resume would not be exact.
+_RESUME_ENTRIES = ("lr_schedulers", "precision", "callbacks", "loggers", "rng")
+
+
+def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fitting: bool) -> None:
+    """Load module weights, and when ``fitting`` the optimizer, schedulers, loops, callbacks and loggers: all or none."""
+    if not isinstance(checkpoint.get("xtrain"), dict) or "state_dict" not in checkpoint:
+        raise CheckpointError(f"checkpoint {path!r} is not an xtrain checkpoint (it has no 'xtrain' manifest or no "
+                              f"'state_dict'). Load plain state dicts with module.load_state_dict(torch.load(...)).")
+    meta = check_manifest(checkpoint["xtrain"], path)
+    absent = [key for key in _FIT_ENTRIES if key not in checkpoint]
+    if fitting and absent:
+        raise CheckpointError(
+            f"checkpoint {path!r} holds weights only (no {' or '.join(absent)}), so a fit cannot resume from it "
+            f"without silently restarting the optimizer and the epoch count. To start a new fit from its weights: "
+            f"model = MyModule.load_from_checkpoint(path) (or model.load_state_dict(read_checkpoint(path)"
+            f"['state_dict']) with xtrain.core.checkpoint_reader.read_checkpoint), then trainer.fit(model) without "
+            f"ckpt_path. Pass it as ckpt_path to validate/test/predict to evaluate it.")
+    lacking = [key for key in _RESUME_ENTRIES if key not in checkpoint]
+    if fitting and lacking:
+        raise CheckpointError(f"checkpoint {path!r} has no {', '.join(map(repr, lacking))} entr(ies), which every "
+                              f"Trainer checkpoint holds; it is damaged or was not written by Trainer. Resume from "
+                              f"another checkpoint, or load its weights only (read_checkpoint(path)['state_dict']).")
+    trainer._hooks.call("on_load_checkpoint", checkpoint)
+    plan_restore(trainer, checkpoint, path, fitting=fitting).check()
+    strategy = trainer.strategy
+    _apply_with_rollback(path, _user_states(trainer, checkpoint, fitting=fitting))
+    strategy.load_module_state_dict(checkpoint["state_dict"])
+    if not fitting:
+        return
+    for opt, state in zip(trainer.optimizers, checkpoint["optimizer_states"], strict=True):
+        strategy.load_optimizer_state_dict(opt, state)
+    for config, state in zip(trainer.lr_scheduler_configs, checkpoint.get("lr_schedulers", []), strict=False):
+        config.scheduler.load_state_dict(state)
+    trainer._schedulers_resumed = bool(trainer.lr_scheduler_configs)
+    strategy.precision.load_state_dict(checkpoint.get("precision", {}))
+    trainer._progress.load_state_dict(checkpoint["loops"])
+    for logger, state in zip(trainer.loggers, checkpoint.get("loggers", []), strict=False):
+        logger.resume(state, step=trainer._progress.global_step)
+    rng = checkpoint.get("rng")
+    same_world = meta["world_size"] == strategy.world_size and isinstance(rng, list) and len(rng) == meta["world_size"]
+    trainer._pending_rng = rng[strategy.global_rank] if rng and same_world else None
+    trainer._pending_sampler = checkpoint.get("sampler")
+
+
+def plan_restore(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fitting: bool) -> RestorePlan:
+    """Every difference between ``checkpoint`` and the run it is about to be loaded into; nothing is mutated."""
+    strategy = trainer.strategy
+    plan = RestorePlan(path)
+    plan.module(checkpoint["state_dict"], strategy.module)
+    plan.problems.extend(strategy.restore_problems(checkpoint, fitting=fitting))
+    if fitting:
+        names = module_names(strategy.module)
+        plan.optimizers(checkpoint["optimizer_states"], trainer.optimizers, [names] * len(trainer.optimizers))
+        plan.states("lr_schedulers", checkpoint["lr_schedulers"], len(trainer.lr_scheduler_configs))
+        for i, (saved, config) in enumerate(zip(checkpoint["lr_schedulers"], trainer.lr_scheduler_configs,
+                                                strict=False)):
+            plan.like(f"lr_schedulers[{i}]", saved, config.scheduler.state_dict())
+        plan.like("precision", checkpoint["precision"], strategy.precision.state_dict())
+        plan.loops(checkpoint["loops"])
+        plan.entries(checkpoint, {"precision": dict, "callbacks": dict, "loggers": list, "rng": list,
+                                  "sampler": (dict, type(None)), "datamodule": dict})
+        plan.states("callbacks", checkpoint["callbacks"])
+        plan.states("loggers", checkpoint["loggers"])
+        for name, target, saved in _user_states(trainer, checkpoint, fitting=True):
+            plan.like(name, saved, target.state_dict())
+        rng, world = checkpoint.get("rng"), checkpoint["xtrain"]["world_size"]
+        if isinstance(rng, list) and len(rng) != world:
+            plan.problems.append(f"rng: {len(rng)} rank state(s), but the manifest says world_size={world}")
+        elif isinstance(rng, list) and world == strategy.world_size:
+            plan.rng(rng[strategy.global_rank])
+        plan.sampler(checkpoint.get("sampler"))
+    hparams = checkpoint.get("hyper_parameters")
+    if plan.problems and isinstance(hparams, dict) and hparams:
+        plan.fixes.append(f"it was made with the hyperparameters {hparams!r}: build the model with them "
+                          f"(MyModule.load_from_checkpoint(path) does).")
+    if plan.problems:
+        plan.fixes.append("To load only the weights that fit: model.load_state_dict(read_checkpoint(path)"
+                          "['state_dict'], strict=False) (xtrain.core.checkpoint_reader), then fit without ckpt_path.")
+    return plan
+
+
+def _user_states(trainer: Trainer, checkpoint: dict[str, Any], *, fitting: bool) -> list[tuple[str, Any, Any]]:
+    """``(name, object, state)`` for every state whose loading runs user code (callbacks, the datamodule)."""
+    if not fitting:
+        return []
+    states = checkpoint.get("callbacks")
+    states = states if isinstance(states, dict) else {}
+    found: list[tuple[str, Any, Any]] = [(f"callback {cb.state_key!r}", cb, states[cb.state_key])
+                                         for cb in trainer.callbacks if cb.state_key in states]
+    if trainer.datamodule is not None and "datamodule" in checkpoint:
+        found.append(("the datamodule", trainer.datamodule, checkpoint["datamodule"]))
+    return found
+
+
+def _apply_with_rollback(path: str, targets: list[tuple[str, Any, Any]]) -> None:
+    undo: list[Callable[[], None]] = []
+    for name, target, state in targets:
+        before = target.state_dict()
+        try:
+            target.load_state_dict(state)
+        except Exception as err:
+            target.load_state_dict(before)
+            for step in reversed(undo):
+                step()
+            raise CheckpointError(f"checkpoint {path!r}: {name} refused its saved state ({type(err).__name__}: "
+                                  f"{err}); nothing was loaded.") from err
+        undo.append(_restorer(target, before))
+
+
+def _restorer(target: Any, before: Any) -> Callable[[], None]:
+    return lambda: target.load_state_dict(before)

@@ -1,0 +1,213 @@
+"""The plan half of a restore: compare a checkpoint with everything it will be loaded into, mutating nothing.
+
+A restore that fails half-way leaves a model with some weights from the checkpoint and some not, and torch's error
+(``size mismatch for net.0.weight``) does not say which file. So a restore first compares every entry with its
+target (key sets, shapes, dtypes, optimizer parameter groups, counters' types) and collects every difference; only
+when there is none does anything get loaded. The checks rely on ``module.state_dict()`` (references, no copies;
+sharded tensors report their global shape), so they hold for every strategy's layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from xtrain.core._internal.progress import FitProgress
+from xtrain.core._internal.state_dict import by_name
+from xtrain.core.errors import CheckpointError
+
+__all__ = ["RestorePlan"]
+
+_SHOWN = 8
+
+
+class RestorePlan:
+    """Differences between one checkpoint file and its targets; :meth:`check` raises them all at once."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.problems: list[str] = []
+        self.fixes: list[str] = []
+
+    def module(self, state: Any, module: nn.Module, *, strict: bool = True, entry: str = "state_dict") -> None:
+        """Keys, shapes and dtypes of a module state against the module's own."""
+        if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
+            self.problems.append(f"{entry}: a {type(state).__name__}, not a dict of tensors keyed by name")
+            return
+        own = module.state_dict(keep_vars=True)
+        missing = [k for k in own if k not in state]
+        unexpected = [k for k in state if k not in own]
+        if strict and missing:
+            self.problems.append(f"{entry}: missing {_listed(missing)}")
+        if strict and unexpected:
+            self.problems.append(f"{entry}: unexpected {_listed(unexpected)}")
+        for key in (k for k in own if k in state):
+            self._tensor(f"{entry}: {key}", state[key], own[key])
+
+    def _tensor(self, where: str, saved: Any, live: Any) -> None:
+        if not isinstance(live, torch.Tensor):
+            return
+        if not isinstance(saved, torch.Tensor):
+            self.problems.append(f"{where}: checkpoint holds a {type(saved).__name__}, model a tensor")
+        elif tuple(saved.shape) != tuple(live.shape):
+            self.problems.append(f"{where}: checkpoint {tuple(saved.shape)} vs model {tuple(live.shape)}")
+        elif saved.dtype != live.dtype and not (saved.dtype.is_floating_point and live.dtype.is_floating_point):
+            self.problems.append(f"{where}: checkpoint {saved.dtype} vs model {live.dtype}")
+
+    def optimizers(self, states: Any, optimizers: Sequence[torch.optim.Optimizer],
+                   names: Iterable[dict[int, str]]) -> None:
+        """Count, parameter groups and per-parameter state of every optimizer (``names``: id -> name per optimizer)."""
+        if not isinstance(states, list) or len(states) != len(optimizers):
+            count = len(states) if isinstance(states, list) else type(states).__name__
+            self.problems.append(f"optimizer_states: checkpoint holds {count} optimizer state(s), "
+                                 f"configure_optimizers returned {len(optimizers)}")
+            return
+        for i, (state, optimizer, named) in enumerate(zip(states, optimizers, names, strict=True)):
+            self._optimizer(f"optimizer_states[{i}]", state, optimizer, named)
+
+    def _optimizer(self, where: str, state: Any, optimizer: torch.optim.Optimizer, named: dict[int, str]) -> None:
+        groups = state.get("param_groups") if isinstance(state, dict) else None
+        if not isinstance(groups, list) or not isinstance(state.get("state"), dict) or \
+                not all(isinstance(g, dict) and isinstance(g.get("params"), list) for g in groups):
+            self.problems.append(f"{where}: not an optimizer state (it needs 'state' and 'param_groups')")
+            return
+        if len(groups) != len(optimizer.param_groups):
+            self.problems.append(f"{where}: checkpoint {len(groups)} parameter group(s) vs optimizer "
+                                 f"{len(optimizer.param_groups)}")
+            return
+        keyed = by_name(state) is not None
+        params = {named.get(id(p), ""): p for g in optimizer.param_groups for p in g["params"]}
+        for j, (saved, live) in enumerate(zip(groups, optimizer.param_groups, strict=True)):
+            now = [named.get(id(p), "") for p in live["params"]]
+            retyped = [k for k, v in saved.items() if k != "params" and k in live and not _same_kind(v, live[k])]
+            if retyped:
+                self.problems.append(f"{where} group {j}: {_listed(retyped)} of another type than the optimizer's")
+            if keyed and sorted(map(str, saved["params"])) != sorted(now):
+                gone = sorted(set(now) - set(map(str, saved["params"])))
+                extra = sorted(set(map(str, saved["params"])) - set(now))
+                self.problems.append(f"{where} group {j}: parameters differ (missing: {_listed(gone)}; "
+                                     f"unexpected: {_listed(extra)})")
+            elif not keyed and len(saved["params"]) != len(now):
+                self.problems.append(f"{where} group {j}: checkpoint {len(saved['params'])} parameters vs "
+                                     f"optimizer {len(now)}")
+        if not keyed:
+            return
+        fields = {frozenset(e) for e in state["state"].values() if isinstance(e, dict)}
+        if len(fields) > 1:
+            self.problems.append(f"{where}: the parameters' states hold different fields ({sorted(map(sorted, fields))})")
+        for name, entry in state["state"].items():
+            param = params.get(name)
+            if param is None or not isinstance(entry, dict):
+                self.problems.append(f"{where}: state for {name!r}, which the optimizer does not hold")
+                continue
+            for field, value in entry.items():
+                if not isinstance(value, (torch.Tensor, int, float, list, tuple)):
+                    self.problems.append(f"{where}: {name}.{field}: a {type(value).__name__}")
+                elif isinstance(value, torch.Tensor) and value.dim() == param.dim() and value.shape != param.shape:
+                    self.problems.append(f"{where}: {name}.{field}: checkpoint {tuple(value.shape)} vs parameter "
+                                         f"{tuple(param.shape)}")
+
+    def loops(self, state: Any) -> None:
+        """Try the counters on a scratch copy: the live loop state is loaded only if this one takes them."""
+        if not isinstance(state, dict):
+            self.problems.append(f"loops: a {type(state).__name__}, not a dict of counters")
+            return
+        odd = [str(k) for k, v in state.items() if not isinstance(v, int) or isinstance(v, bool)]
+        if odd:
+            self.problems.append(f"loops: {_listed(odd)} not whole numbers")
+            return
+        try:
+            scratch = FitProgress()
+            scratch.load_state_dict(state)
+        except (TypeError, ValueError, OverflowError) as err:
+            self.problems.append(f"loops: {err}")
+            return
+        negative = [k for k, v in scratch.state_dict().items() if v < 0]
+        if negative:
+            self.problems.append(f"loops: negative counters {_listed(negative)}")
+
+    def like(self, where: str, saved: Any, live: Any) -> None:
+        """A saved state dict against the live object's own ``state_dict()``: every key there, of the same kind."""
+        if isinstance(saved, (list, tuple)) and isinstance(live, (list, tuple)) and len(saved) == len(live):
+            for i, (a, b) in enumerate(zip(saved, live, strict=True)):
+                self.like(f"{where}[{i}]", a, b)
+            return
+        if not isinstance(saved, dict) or not isinstance(live, dict):
+            if not _same_kind(saved, live):
+                self.problems.append(f"{where}: a {type(saved).__name__}, the live state a {type(live).__name__}")
+            return
+        missing = [str(k) for k in live if k not in saved]
+        if missing:
+            self.problems.append(f"{where}: missing {_listed(missing)}")
+        for key in (k for k in live if k in saved):
+            self.like(f"{where}.{key}", saved[key], live[key])
+
+    def rng(self, state: Any) -> None:
+        """Try this rank's generator states on the live generators, then put the live states back."""
+        from xtrain.core._internal.rng import collect_rng_states, restore_rng_states
+
+        live = collect_rng_states()
+        try:
+            if not isinstance(state, dict):
+                raise TypeError(f"a {type(state).__name__}, not a dict")
+            restore_rng_states(state)
+        except Exception as err:  # noqa: BLE001 - whatever the generators reject is one problem
+            self.problems.append(f"rng: {type(err).__name__}: {str(err)[:200]}")
+        finally:
+            restore_rng_states(live)
+
+    def sampler(self, state: Any) -> None:
+        """The resumable sampler's state: an epoch number and a seed."""
+        if state is None:
+            return
+        ok = isinstance(state, dict) and set(state) <= {"epoch", "epoch_seed"} and all(
+            (isinstance(v, int) and not isinstance(v, bool)) or (k == "epoch_seed" and v is None)
+            for k, v in state.items())
+        if not ok:
+            self.problems.append(f"sampler: {str(state)[:100]} is not {{'epoch': int, 'epoch_seed': int}}")
+
+    def entries(self, checkpoint: dict[str, Any], kinds: dict[str, type | tuple[type, ...]]) -> None:
+        """Entries that must have a container type when present (callback states, scheduler states...)."""
+        for key, kind in kinds.items():
+            if key in checkpoint and not isinstance(checkpoint[key], kind):
+                self.problems.append(f"{key}: a {type(checkpoint[key]).__name__}")
+
+    def states(self, key: str, states: Any, count: int | None = None) -> None:
+        """A list (or dict) of per-object state dicts, e.g. schedulers', callbacks', loggers'."""
+        values = states.values() if isinstance(states, dict) else states
+        if not isinstance(states, (list, dict)) or not all(isinstance(s, dict) for s in values):
+            self.problems.append(f"{key}: not a collection of state dicts")
+        elif count is not None and len(states) != count:
+            self.problems.append(f"{key}: checkpoint holds {len(states)}, this run has {count}")
+
+    def check(self) -> None:
+        """Raise one :class:`CheckpointError` listing the first differences, or return if there are none."""
+        if not self.problems:
+            return
+        shown = "\n  ".join(self.problems[:_SHOWN])
+        more = f"\n  ... and {len(self.problems) - _SHOWN} more" if len(self.problems) > _SHOWN else ""
+        fixes = " ".join(self.fixes)
+        raise CheckpointError(f"checkpoint {self.path!r} does not fit this run; nothing was loaded:\n  {shown}{more}"
+                              f"\nFix: {fixes or 'build the model and optimizers as they were when it was saved.'}")
+
+
+def _same_kind(saved: Any, live: Any) -> bool:
+    """Whether a saved hyperparameter can stand in for the live one (numbers for numbers, sequences for sequences)."""
+    if live is None:
+        return True
+    if saved is None:
+        return isinstance(live, bool)  # optimizer flags (foreach, fused) are None or a bool across torch versions
+    for kind in (bool, str, torch.Tensor, (list, tuple), dict):
+        if isinstance(live, kind):
+            return isinstance(saved, kind)
+    if isinstance(live, (int, float)):
+        return isinstance(saved, (int, float)) and not isinstance(saved, bool)
+    return True
+
+
+def _listed(keys: Sequence[str]) -> str:
+    shown = ", ".join(keys[:_SHOWN])
+    return f"{shown}, ... ({len(keys)} in all)" if len(keys) > _SHOWN else shown or "(none)"

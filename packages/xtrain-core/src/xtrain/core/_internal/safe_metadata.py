@@ -1,0 +1,109 @@
+"""Reading ``torch.distributed.checkpoint``'s ``.metadata`` file without running code from it.
+
+DCP stores its metadata as a pickle and reads it back with ``pickle.load``, which runs whatever a crafted file asks
+for. Here it is read with an unpickler that resolves only the classes DCP's metadata consists of (its dataclasses,
+``torch.Size``, dtypes, layouts, paths): anything else is refused before it is called. The result is then checked
+field by field against the data directory: every file it names is a plain file inside that directory (no ``..``,
+no symlink), every byte range lies inside its file, and no tensor declares more bytes than the files hold.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import pickle
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from xtrain.core.errors import CheckpointError
+
+__all__ = ["check_metadata", "load_metadata"]
+
+_DCP = "torch.distributed.checkpoint."
+_ALLOWED: dict[str, set[str]] = {
+    f"{_DCP}metadata": {"Metadata", "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata",
+                        "TensorProperties", "StorageMeta", "MetadataIndex", "_MEM_FORMAT_ENCODING"},
+    f"{_DCP}filesystem": {"_StorageInfo"},
+    "torch": {"Size"},
+    "torch.serialization": {"_get_layout"},
+    "pathlib": {"PosixPath", "WindowsPath", "PurePosixPath", "PureWindowsPath", "Path"},
+}
+_MAX_METADATA = 256 * 2**20
+
+
+class _Unpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
+            return getattr(torch, name)
+        if name in _ALLOWED.get(module, ()):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"{module}.{name} is not part of DCP's metadata")
+
+
+def load_metadata(file: Path, *, checkpoint: str) -> Any:
+    """Unpickle ``file`` with the allowlist, or raise :class:`CheckpointError` naming it."""
+    from torch.distributed.checkpoint.metadata import Metadata
+
+    if not file.is_file() or file.is_symlink():
+        raise CheckpointError(f"checkpoint {checkpoint!r}: the tensor metadata {str(file)!r} is missing or not a "
+                              f"plain file. Resume from an earlier checkpoint.")
+    if file.stat().st_size > _MAX_METADATA:
+        raise CheckpointError(f"checkpoint {checkpoint!r}: the tensor metadata {str(file)!r} is "
+                              f"{file.stat().st_size} bytes, more than any real one; refused unread.")
+    try:
+        metadata = _Unpickler(io.BytesIO(file.read_bytes())).load()
+    except Exception as err:  # noqa: BLE001 - whatever a crafted or damaged pickle raises, the answer is the same
+        raise CheckpointError(f"checkpoint {checkpoint!r}: the tensor metadata {str(file)!r} was refused unread and "
+                              f"nothing in it was executed ({type(err).__name__}: {err}). It is corrupted or was "
+                              f"crafted; resume from an earlier checkpoint.") from None
+    if not isinstance(metadata, Metadata):
+        raise CheckpointError(f"checkpoint {checkpoint!r}: {str(file)!r} holds a {type(metadata).__name__}, not "
+                              f"DCP metadata.")
+    return metadata
+
+
+def check_metadata(metadata: Any, data: Path, *, checkpoint: str) -> None:
+    """Check every field a read will use against the files in ``data``; raise :class:`CheckpointError` if any is off."""
+    from torch.distributed.checkpoint.filesystem import _StorageInfo
+    from torch.distributed.checkpoint.metadata import MetadataIndex, TensorStorageMetadata
+
+    def bad(what: str) -> CheckpointError:
+        return CheckpointError(f"checkpoint {checkpoint!r}: the tensor metadata in {str(data / '.metadata')!r} is "
+                               f"invalid ({what}); refused. Resume from an earlier checkpoint.")
+
+    storage = metadata.storage_data
+    if not isinstance(metadata.state_dict_metadata, dict) or not isinstance(storage, dict):
+        raise bad("its tables are not dicts")
+    sizes: dict[str, int] = {}
+    for index, info in storage.items():
+        if not isinstance(index, MetadataIndex) or not isinstance(info, _StorageInfo):
+            raise bad(f"a storage entry is a {type(info).__name__}")
+        name = info.relative_path
+        if not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\\" in name:
+            raise bad(f"the file name {name!r} leaves the checkpoint directory")
+        if name not in sizes:
+            file = data / name
+            if file.is_symlink() or not file.is_file():
+                raise bad(f"{str(file)!r} is missing, a symlink or not a plain file")
+            sizes[name] = file.stat().st_size
+        offset, length = info.offset, info.length
+        if not (isinstance(offset, int) and isinstance(length, int)) or offset < 0 or length < 0 or \
+                offset + length > sizes[name]:
+            raise bad(f"the byte range {offset!r}+{length!r} lies outside {name!r} ({sizes[name]} bytes)")
+        if info.transform_descriptors:
+            raise bad(f"{name!r} is stored with transforms {list(info.transform_descriptors)!r}, which xtrain never "
+                      f"writes")
+    total = sum(sizes.values())
+    for key, entry in metadata.state_dict_metadata.items():
+        if not isinstance(key, str):
+            raise bad(f"the key {key!r} is not a string")
+        if isinstance(entry, TensorStorageMetadata):
+            shape = entry.size
+            dtype = getattr(entry.properties, "dtype", None)
+            if not isinstance(dtype, torch.dtype) or not all(isinstance(n, int) and n >= 0 for n in shape):
+                raise bad(f"the tensor {key!r} has shape {shape!r} and dtype {dtype!r}")
+            declared = math.prod(shape) * dtype.itemsize
+            if declared > total:
+                raise bad(f"the tensor {key!r} declares {declared} bytes, more than the {total} its files hold")

@@ -1,0 +1,347 @@
+"""Restores are all or nothing, corruption is caught, malformed input is a named CheckpointError, and output
+directories are checked before a run starts."""
+
+from __future__ import annotations
+
+import copy
+import os
+import random
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from checkpoint_helpers import data_dir, quiet_trainer, to_sharded, train_full
+from xtrain.core import Callback, CheckpointError, ConfigError, Engine, ModelCheckpoint, Trainer, TrainModule
+from xtrain.core.checkpoint_reader import read_checkpoint
+from xtrain.core.defaults.torch_io import TorchCheckpointIO
+from xtrain.core.testing import TinyClassifier, tiny_loaders
+
+
+@pytest.fixture(scope="module")
+def genuine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return train_full(tmp_path_factory.mktemp("genuine"))[0]
+
+
+def _tensors(state: Any) -> list[tuple[str, Any]]:
+    """Every leaf of a nested state, tensors cloned, in order: what 'unchanged' is compared on."""
+    if isinstance(state, torch.Tensor):
+        return [("", state.detach().clone())]
+    if isinstance(state, dict):
+        return [(f"{k}.{p}", v) for k, value in state.items() for p, v in _tensors(value)]
+    if isinstance(state, (list, tuple)):
+        return [(f"{i}.{p}", v) for i, value in enumerate(state) for p, v in _tensors(value)]
+    return [("", copy.deepcopy(state))]
+
+
+def _same(a: list[tuple[str, Any]], b: list[tuple[str, Any]]) -> bool:
+    return len(a) == len(b) and all(
+        ka == kb and (torch.equal(va, vb) if isinstance(va, torch.Tensor) else va == vb)
+        for (ka, va), (kb, vb) in zip(a, b, strict=True))
+
+
+class Snapshot(Callback):
+    """Records the whole run state just before a restore starts (after set-up), and again on demand."""
+
+    def __init__(self) -> None:
+        self.before: list[tuple[str, Any]] | None = None
+        self.trainer: Trainer | None = None
+
+    def state(self, trainer: Trainer) -> list[tuple[str, Any]]:
+        return _tensors({
+            "module": trainer.strategy.module.state_dict(),
+            "optimizers": [opt.state_dict() for opt in trainer.optimizers],
+            "schedulers": [c.scheduler.state_dict() for c in trainer.lr_scheduler_configs],
+            "loops": trainer._progress.state_dict(),
+            "callbacks": [cb.state_dict() for cb in trainer.callbacks],
+        })
+
+    def on_load_checkpoint(self, trainer: Trainer, module: TrainModule, checkpoint: dict[str, Any]) -> None:
+        self.trainer = trainer
+        self.before = self.state(trainer)
+
+
+class Scheduled(TinyClassifier):
+    def configure_optimizers(self) -> Any:
+        opt = torch.optim.Adam(self.parameters(), lr=0.01)
+        return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.StepLR(opt, step_size=1)}
+
+
+class Wider(TinyClassifier):
+    def __init__(self) -> None:
+        super().__init__(classes=6)
+
+
+class Extra(TinyClassifier):
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = torch.nn.Linear(4, 2)
+
+
+class TwoGroups(TinyClassifier):
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD([{"params": self.net[0].parameters()}, {"params": self.net[3].parameters()}], lr=0.1)
+
+
+def _edited(genuine: Path, tmp_path: Path, edit: Any) -> Path:
+    checkpoint = torch.load(genuine, weights_only=True)
+    edit(checkpoint)
+    path = tmp_path / "edited.ckpt"
+    torch.save(checkpoint, path)
+    return path
+
+
+CASES: dict[str, tuple[type[TinyClassifier], Any, str]] = {
+    "another shape": (Wider, None, r"net.3.weight: checkpoint \(4, 32\) vs model \(6, 32\)"),
+    "missing key": (Extra, None, "missing head.weight, head.bias"),
+    "unexpected key": (TinyClassifier, lambda c: c["state_dict"].update(extra=torch.ones(1)), "unexpected extra"),
+    "param groups": (TwoGroups, None, "1 parameter group.s. vs optimizer 2"),
+    "malformed loops": (TinyClassifier, lambda c: c["loops"].update(epoch="one"), "loops: epoch not whole numbers"),
+    "optimizer count": (TinyClassifier, lambda c: c["optimizer_states"].append({}), "2 optimizer state"),
+    "optimizer state shape": (TinyClassifier, lambda c: c["optimizer_states"][0]["state"].update(
+        {"net.0.weight": {"momentum_buffer": torch.ones(3, 3)}}), r"momentum_buffer: checkpoint \(3, 3\)"),
+    "callback state type": (TinyClassifier, lambda c: c.update(callbacks=[1]), "callbacks: a list"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_restore_that_does_not_fit_changes_nothing(case: str, genuine: Path, tmp_path: Path) -> None:
+    cls, edit, expected = CASES[case]
+    path = _edited(genuine, tmp_path, edit) if edit is not None else genuine
+    snapshot = Snapshot()
+    module = cls()
+    with pytest.raises(CheckpointError, match=expected) as info:
+        quiet_trainer(tmp_path, callbacks=[snapshot]).fit(module, tiny_loaders(n=32)[0], ckpt_path=path)
+    message = str(info.value)
+    assert str(path) in message and "nothing was loaded" in message and "Fix:" in message
+    assert snapshot.trainer is not None and snapshot.before is not None
+    assert _same(snapshot.state(snapshot.trainer), snapshot.before), "a failed restore changed the run's state"
+    assert module.losses == [], "training started"
+
+
+def test_hyperparameters_are_the_suggested_fix(genuine: Path, tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match=r"hyperparameters \{.*'classes': 4"):
+        quiet_trainer(tmp_path).fit(Wider(), tiny_loaders(n=32)[0], ckpt_path=genuine)
+
+
+def test_a_callback_refusing_its_state_rolls_the_others_back(genuine: Path, tmp_path: Path) -> None:
+    class Counter(Callback):
+        def __init__(self, key: str, fail: bool) -> None:
+            self.key, self.fail, self.count = key, fail, 0
+
+        @property
+        def state_key(self) -> str:
+            return self.key
+
+        def state_dict(self) -> dict[str, Any]:
+            return {"count": self.count}
+
+        def load_state_dict(self, state: dict[str, Any]) -> None:
+            if self.fail and state["count"] == 5:
+                raise ValueError("not mine")
+            self.count = state["count"]
+
+    path = _edited(genuine, tmp_path, lambda c: c["callbacks"].update(a={"count": 5}, b={"count": 5}))
+    first, second = Counter("a", fail=False), Counter("b", fail=True)
+    module = TinyClassifier()
+    before = _tensors(module.state_dict())
+    with pytest.raises(CheckpointError, match="callback 'b' refused its saved state"):
+        quiet_trainer(tmp_path, callbacks=[first, second]).fit(module, tiny_loaders(n=32)[0], ckpt_path=path)
+    assert first.count == 0 and second.count == 0
+    assert _same(_tensors(module.state_dict()), before)
+
+
+def test_a_weights_only_checkpoint_cannot_resume_a_fit(genuine: Path, tmp_path: Path) -> None:
+    path = _edited(genuine, tmp_path, lambda c: [c.pop("optimizer_states"), c.pop("loops")])
+    with pytest.raises(CheckpointError, match=r"holds weights only .*load_from_checkpoint") as info:
+        quiet_trainer(tmp_path).fit(TinyClassifier(), tiny_loaders(n=32)[0], ckpt_path=path)
+    assert str(path) in str(info.value)
+    quiet_trainer(tmp_path).validate(TinyClassifier(), tiny_loaders(n=32)[1], ckpt_path=path)  # evaluating is fine
+
+
+@pytest.mark.parametrize("content", ["text", "random", "empty", "format_version '1'", "world_size -1", "no layout",
+                                     "manifest list", "tensor", "truncated"])
+def test_malformed_files_are_named_checkpoint_errors(content: str, genuine: Path, tmp_path: Path) -> None:
+    path = tmp_path / "bad.ckpt"
+    edits = {"format_version '1'": lambda c: c["xtrain"].update(format_version="1"),
+             "world_size -1": lambda c: c["xtrain"].update(world_size=-1),
+             "no layout": lambda c: c["xtrain"].pop("layout"), "manifest list": lambda c: c.update(xtrain=[1])}
+    if content == "text":
+        path.write_text("epoch: 3\nweights: lots\n")
+    elif content == "random":
+        path.write_bytes(random.Random(0).randbytes(5000))
+    elif content == "empty":
+        path.write_bytes(b"")
+    elif content == "tensor":
+        torch.save(torch.ones(3), path)
+    elif content == "truncated":
+        path.write_bytes(genuine.read_bytes()[:3000])
+    else:
+        path = _edited(genuine, tmp_path, edits[content])
+    with pytest.raises(CheckpointError) as info:
+        quiet_trainer(tmp_path).fit(TinyClassifier(), tiny_loaders(n=32)[0], ckpt_path=path)
+    assert str(path) in str(info.value)
+
+
+def _storage_offset(path: Path) -> int:
+    """An offset inside the bytes of a tensor storage (past its local zip header)."""
+    import struct
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        info = next(i for i in archive.infolist() if "/data/" in i.filename and i.file_size > 100)
+    raw = path.read_bytes()
+    name_len, extra_len = struct.unpack_from("<HH", raw, info.header_offset + 26)
+    return info.header_offset + 30 + name_len + extra_len + 50
+
+
+def test_one_flipped_byte_is_caught_in_both_layouts(genuine: Path, tmp_path: Path) -> None:
+    full = tmp_path / "flipped.ckpt"
+    data = bytearray(genuine.read_bytes())
+    data[_storage_offset(genuine)] ^= 0x01
+    full.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="does not match the CRC-32 written with it") as info:
+        read_checkpoint(full)
+    assert str(full) in str(info.value)
+    plain = tmp_path / "plain.ckpt"  # written by torch.save itself: its per-record CRCs are checked
+    torch.save(torch.load(genuine, weights_only=True), plain)
+    data = bytearray(plain.read_bytes())
+    data[_storage_offset(plain)] ^= 0x01
+    plain.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="tensor storage"):
+        read_checkpoint(plain)
+    unverified = read_checkpoint(full, verify=False)  # the opt-out reads it: torch itself does not notice
+    assert any(not torch.equal(v, read_checkpoint(genuine)["state_dict"][k])
+               for k, v in unverified["state_dict"].items())
+
+    sharded = to_sharded(genuine, tmp_path / "sharded.ckpt")
+    shard = next(data_dir(sharded).glob("*.distcp"))
+    raw = bytearray(shard.read_bytes())
+    raw[len(raw) // 2] ^= 0x01
+    shard.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match="does not match the checksum") as info:
+        read_checkpoint(sharded)
+    assert str(shard) in str(info.value)
+
+
+def test_checksums_can_be_turned_off(tmp_path: Path) -> None:
+    module = TinyClassifier()
+    quiet_trainer(tmp_path, plugins=[TorchCheckpointIO(checksums=False)]).fit(module, tiny_loaders(n=32)[0])
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    assert read_checkpoint(last)["xtrain"]["checksums"] == "none"
+    quiet_trainer(tmp_path, max_steps=3).fit(TinyClassifier(), tiny_loaders(n=32)[0], ckpt_path=last)
+
+
+def test_the_manifest_names_the_distributions_that_wrote_it(genuine: Path) -> None:
+    meta = read_checkpoint(genuine)["xtrain"]
+    assert meta["checksums"] == "crc32"
+    for role in ("accelerator", "strategy", "precision", "checkpoint_io"):
+        assert meta["distributions"][role]["name"] == "xtrain-core", role
+        assert meta["distributions"][role]["version"] == meta["versions"]["xtrain-core"]
+
+
+def test_last_names_its_file_and_warns_about_another_precision(tmp_path: Path,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    _, _ = train_full(tmp_path)
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    checkpoint = torch.load(last, weights_only=True)
+    checkpoint["xtrain"]["precision"] = "bf16-mixed"
+    torch.save(checkpoint, last)
+    caplog.set_level("INFO", logger="xtrain")
+    with pytest.warns(UserWarning, match="precision: checkpoint 'bf16-mixed' vs this run '32-true'"):
+        quiet_trainer(tmp_path, max_steps=3).fit(TinyClassifier(), tiny_loaders(n=64)[0], ckpt_path="last")
+    assert str(last) in caplog.text
+
+
+@pytest.mark.parametrize("where", ["default_root_dir", "dirpath", "read-only"])
+def test_output_directories_are_checked_before_anything_starts(where: str, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("in the way")
+    module = TinyClassifier()
+    if where == "default_root_dir":
+        trainer = quiet_trainer(blocker)
+        argument = "default_root_dir"
+    elif where == "dirpath":
+        trainer = quiet_trainer(tmp_path, callbacks=[ModelCheckpoint(dirpath=blocker / "ckpts")])
+        argument = r"ModelCheckpoint\(dirpath=...\)"
+    else:
+        trainer = quiet_trainer(Path("/proc/xtrain-cannot-write-here"))
+        argument = "default_root_dir"
+    with pytest.raises(ConfigError, match=argument) as info:
+        trainer.fit(module, tiny_loaders(n=32)[0])
+    assert module.losses == [], "training started before the check"
+    assert "not writable" in str(info.value) or "not a directory" in str(info.value)
+
+
+_DISK_FULL = """
+import resource, signal, sys, torch
+from pathlib import Path
+from xtrain.core.defaults.torch_io import TorchCheckpointIO
+from xtrain.core import CheckpointError
+path = Path(sys.argv[1])
+io = TorchCheckpointIO()
+io.save_checkpoint({"w": torch.ones(1000)}, path)
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+try:
+    io.save_checkpoint({"w": torch.zeros(1_000_000)}, path)
+except CheckpointError as err:
+    print("ERROR", err)
+"""
+
+
+def test_a_full_disk_is_a_named_error_and_keeps_the_previous_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / "last.ckpt"
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(_DISK_FULL), str(path)], capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    assert out.startswith("ERROR") and str(path) in out and "disk is full" in out
+    assert "needs about 400" in out  # 1e6 float32: 4,000,000 bytes and a little more
+    assert torch.equal(read_checkpoint(path)["w"], torch.ones(1000)), "the previous checkpoint was damaged"
+    assert os.listdir(tmp_path) == ["last.ckpt"], "a temporary file was left"
+
+
+def test_engine_load_is_all_or_nothing(tmp_path: Path) -> None:
+    engine = Engine(accelerator="cpu", devices=1)
+    engine.launch()
+    first = TinyClassifier()
+    model, optimizer = engine.setup(first, torch.optim.Adam(first.parameters()))
+    engine.save(tmp_path / "e.ckpt", {"model": model, "optimizer": optimizer})
+    other = engine.setup(Wider())
+    before = _tensors(other.state_dict())
+    with pytest.raises(CheckpointError, match=r"model: net.3.weight: checkpoint \(4, 32\) vs model \(6, 32\)"):
+        engine.load(tmp_path / "e.ckpt", {"model": other, "missing": {}})
+    assert _same(_tensors(other.state_dict()), before)
+
+
+_SHARDED_DISK_FULL = """
+import resource, signal, sys, torch, warnings
+from pathlib import Path
+from xtrain.core import CheckpointError, Engine
+from xtrain.core.sharded_saver import ShardedSaver
+warnings.simplefilter("ignore")
+path = Path(sys.argv[1])
+engine = Engine(accelerator="cpu", devices=1)
+engine.launch()
+saver = ShardedSaver(engine.strategy)
+meta = {"format_version": 1, "strategy": "t", "world_size": 1, "layout": "sharded"}
+saver.save({"xtrain": meta, "state_dict": {"w": torch.ones(1000)}}, path)
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+try:
+    saver.save({"xtrain": meta, "state_dict": {"w": torch.zeros(1_000_000)}}, path)
+except CheckpointError as err:
+    print("ERROR", err)
+"""
+
+
+def test_a_full_disk_during_a_sharded_save_keeps_the_previous_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / "last.ckpt"
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(_SHARDED_DISK_FULL), str(path)], capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    assert out.startswith("ERROR") and str(path) in out and "disk is full" in out and "needs about 400" in out
+    assert torch.equal(read_checkpoint(path)["state_dict"]["w"], torch.ones(1000))
+    assert len([p for p in path.iterdir() if p.name.startswith("shards-")]) == 1, "the failed save's data was left"
