@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xtrain.core._internal.hparams import checkpoint_hparams
+from xtrain.core._internal.metric_objects import gather_metric_states, load_metric_states
 from xtrain.core._internal.rng import collect_rng_states
 from xtrain.core._internal.versions import xtrain_versions
 from xtrain.core.errors import CheckpointError, ConfigError
@@ -65,6 +66,9 @@ def build_checkpoint(trainer: Trainer, *, weights_only: bool = False) -> dict[st
     sampler = trainer._train_sampler
     if sampler is not None:
         checkpoint["sampler"] = sampler.state_dict()
+    metric_states = gather_metric_states(module, strategy)  # torchmetrics states, one dict per rank
+    if metric_states is not None:
+        checkpoint["metric_states"] = metric_states
     return checkpoint
 
 
@@ -108,10 +112,12 @@ def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, 
         trainer.datamodule.load_state_dict(checkpoint["datamodule"])
     for logger, state in zip(trainer.loggers, checkpoint.get("loggers", []), strict=False):
         logger.resume(state, step=trainer._progress.global_step)
+    same_world = meta.get("world_size") == strategy.world_size
     rng = checkpoint.get("rng")
     if rng:
-        same_world = meta.get("world_size") == strategy.world_size
         trainer._pending_rng = rng[strategy.global_rank] if same_world else None
+    if checkpoint.get("metric_states") and same_world:
+        load_metric_states(trainer.module, checkpoint["metric_states"][strategy.global_rank])
     trainer._pending_sampler = checkpoint.get("sampler")
 
 
