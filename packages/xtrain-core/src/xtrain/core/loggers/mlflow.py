@@ -105,12 +105,14 @@ class MLFlowLogger(TrackerLogger):
         self._run_id = run.info.run_id
 
     @override
-    def _write_metrics(self, metrics: dict[str, float], step: int) -> None:
+    def _write_metrics(self, rows: list[tuple[dict[str, float], int]]) -> None:
         from mlflow.entities import Metric
 
         assert self._client is not None and self._run_id is not None
         now = int(time.time() * 1000)
-        self._client.log_batch(self._run_id, metrics=[Metric(k, float(v), now, step) for k, v in metrics.items()])
+        items = [Metric(k, float(v), now, step) for metrics, step in rows for k, v in metrics.items()]
+        for start in range(0, len(items), 1000):  # MLflow's limit per log_batch
+            self._client.log_batch(self._run_id, metrics=items[start:start + 1000])
 
     @override
     def _write_params(self, params: dict[str, Any]) -> None:

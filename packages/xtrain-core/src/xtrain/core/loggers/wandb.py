@@ -90,9 +90,10 @@ class WandbLogger(TrackerLogger):
                                **self._init_kwargs)
 
     @override
-    def _write_metrics(self, metrics: dict[str, float], step: int) -> None:
+    def _write_metrics(self, rows: list[tuple[dict[str, float], int]]) -> None:
         assert self._run is not None
-        self._run.log(metrics, step=step)
+        for metrics, step in rows:
+            self._run.log(metrics, step=step)
 
     @override
     def _write_params(self, params: dict[str, Any]) -> None:
