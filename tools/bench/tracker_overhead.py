@@ -28,9 +28,9 @@ import torch
 from torch.utils.data import DataLoader
 
 sys.path.insert(0, str(Path(__file__).parent))
-from step_overhead import task_data, task_net  # noqa: E402
+from step_overhead import task_data, task_net
 
-from xtrain.core import Callback, Trainer, TrainModule  # noqa: E402
+from xtrain.core import Callback, Trainer, TrainModule
 
 
 class LoopClock(Callback):
