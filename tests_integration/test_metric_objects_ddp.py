@@ -13,13 +13,17 @@ from xtrain.core.testing import python_command, run_processes
 
 torchmetrics = pytest.importorskip("torchmetrics")
 pytest.importorskip("xtrain.strategies")
+pytest.importorskip("wandb")
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
 
 def test_epoch_metric_under_ddp_equals_one_process_on_all_data(tmp_path: Path) -> None:
     out = tmp_path / "out.json"
-    result = run_processes([python_command(str(SCRIPTS / "metrics_ddp.py"), str(out))], timeout=240, cwd=tmp_path)
+    env = {"WANDB_SILENT": "true", "WANDB_DATA_DIR": str(tmp_path / "wd"), "WANDB_CACHE_DIR": str(tmp_path / "wc"),
+           "WANDB_CONFIG_DIR": str(tmp_path / "wcfg")}
+    result = run_processes([python_command(str(SCRIPTS / "metrics_ddp.py"), str(out))], timeout=240, envs=[env],
+                           cwd=tmp_path)
     assert result.returncodes == [0], result.output
     found = json.loads(out.read_text())
     sys.path.insert(0, str(SCRIPTS))
@@ -46,3 +50,7 @@ def test_epoch_metric_under_ddp_equals_one_process_on_all_data(tmp_path: Path) -
     # F1 is not a mean of per-batch values: averaging batch F1s (what a logged tensor does) gives another number.
     assert abs(sum(batch_f1) / len(batch_f1) - expected["val_f1"]) > 1e-3
     assert found["update_counts_after"] == [0, 0, 0]  # reset after each epoch (else "uneven" would count twice)
+    # The tracker is rank 0's alone: one W&B run attempt per validate() call (each stage ends the run, the next one
+    # resumes it under the same id), none from rank 1.
+    runs = list((tmp_path / "wandb").glob("offline-run-*"))
+    assert len(runs) == 2 and all(found["run_id"] in r.name for r in runs), runs

@@ -3,7 +3,8 @@
     python metrics_ddp.py OUT.json
 
 Validates twice: ``auto``, the Trainer shards the 96 samples (48 per rank, last batches of 8); ``uneven``, each rank
-brings its own shard through a sampler the Trainer leaves alone (61 and 35 samples, so 7 and 4 batches).
+brings its own shard through a sampler the Trainer leaves alone (61 and 35 samples, so 7 and 4 batches). A
+``WandbLogger`` (offline, in the working directory) shows that only rank 0 starts a tracker run.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torchmetrics
 from torch.utils.data import DataLoader, Sampler
 
 from xtrain.core import Trainer, TrainModule
+from xtrain.core.loggers import WandbLogger
 from xtrain.core.testing import tiny_dataset
 
 N, SPLIT, BATCH = 96, 61, 10
@@ -67,12 +69,14 @@ class Shard(Sampler[int]):
 
 def main() -> None:
     out = sys.argv[1]
-    trainer = Trainer(accelerator="cpu", strategy="ddp", devices=2, logger=False, enable_progress_bar=False)
+    logger = WandbLogger(".", project="ddp", offline=True)
+    trainer = Trainer(accelerator="cpu", strategy="ddp", devices=2, logger=logger, enable_progress_bar=False)
     module = Scored()
     found = {"auto": trainer.validate(module, DataLoader(data(), batch_size=BATCH))[0]}
     shard = range(SPLIT) if trainer.global_rank == 0 else range(SPLIT, N)
     found["uneven"] = trainer.validate(module, DataLoader(data(), batch_size=BATCH, sampler=Shard(shard)))[0]
     found["update_counts_after"] = [m._update_count for m in (module.f1, *module.collection.values())]
+    found["run_id"] = logger.version
     if trainer.global_rank == 0:
         with open(out, "w") as f:
             json.dump(found, f)

@@ -219,3 +219,44 @@ def test_mlflow_default_store_is_sqlite_beside_the_logs(tmp_path: Path) -> None:
 
     logger = MLFlowLogger(tmp_path / "runs")
     assert logger.tracking_uri == f"sqlite:///{(tmp_path / 'runs').resolve() / 'mlflow.db'}"
+
+
+class SlowTracker:
+    """A test double of a tracker client that takes 0.3 s per call (what a remote service can cost)."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[dict[str, float], int]] = []
+        self.calls = 0
+
+    def send(self, rows: list[tuple[dict[str, float], int]]) -> None:
+        time.sleep(0.3)
+        self.calls += 1
+        self.rows += rows
+
+
+def test_a_slow_tracker_never_blocks_the_caller_and_gets_batches(tmp_path: Path) -> None:
+    from xtrain.core.loggers import TrackerLogger
+
+    client = SlowTracker()
+
+    class Slow(TrackerLogger):
+        flush_interval = 0.2
+
+        def _open(self) -> None:
+            time.sleep(0.3)
+
+        def _write_metrics(self, rows: list[tuple[dict[str, float], int]]) -> None:
+            client.send(rows)
+
+        def _write_params(self, params: dict[str, Any]) -> None: ...
+        def _write_artifact(self, path: Path) -> None: ...
+        def _close(self, status: str) -> None: ...
+
+    logger = Slow(tmp_path)
+    start = time.perf_counter()
+    for step in range(200):
+        logger.log_metrics({"loss": float(step)}, step)
+    assert time.perf_counter() - start < 0.25  # 200 calls; sending them one by one would take 60 s
+    logger.finalize("success")
+    assert [step for _, step in client.rows] == list(range(200))
+    assert client.calls < 20
