@@ -54,3 +54,6 @@ def test_epoch_metric_under_ddp_equals_one_process_on_all_data(tmp_path: Path) -
     # resumes it under the same id), none from rank 1.
     runs = list((tmp_path / "wandb").glob("offline-run-*"))
     assert len(runs) == 2 and all(found["run_id"] in r.name for r in runs), runs
+    for rank in (0, 1):  # the profiler's report of each rank, in its own file
+        report = (tmp_path / "perf" / f"report-validate-rank{rank}.txt").read_text()
+        assert f"(validate, rank {rank})" in report and "validation_step" in report

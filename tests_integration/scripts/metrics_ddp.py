@@ -4,7 +4,8 @@
 
 Validates twice: ``auto``, the Trainer shards the 96 samples (48 per rank, last batches of 8); ``uneven``, each rank
 brings its own shard through a sampler the Trainer leaves alone (61 and 35 samples, so 7 and 4 batches). A
-``WandbLogger`` (offline, in the working directory) shows that only rank 0 starts a tracker run.
+``WandbLogger`` (offline, in the working directory) shows that only rank 0 starts a tracker run, and a
+``SimpleProfiler`` with a ``filename`` writes one report per rank.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from torch.utils.data import DataLoader, Sampler
 
 from xtrain.core import Trainer, TrainModule
 from xtrain.core.loggers import WandbLogger
+from xtrain.core.profilers import SimpleProfiler
 from xtrain.core.testing import tiny_dataset
 
 N, SPLIT, BATCH = 96, 61, 10
@@ -70,7 +72,8 @@ class Shard(Sampler[int]):
 def main() -> None:
     out = sys.argv[1]
     logger = WandbLogger(".", project="ddp", offline=True)
-    trainer = Trainer(accelerator="cpu", strategy="ddp", devices=2, logger=logger, enable_progress_bar=False)
+    trainer = Trainer(accelerator="cpu", strategy="ddp", devices=2, logger=logger, enable_progress_bar=False,
+                      profiler=SimpleProfiler(dirpath="perf", filename="report"))
     module = Scored()
     found = {"auto": trainer.validate(module, DataLoader(data(), batch_size=BATCH))[0]}
     shard = range(SPLIT) if trainer.global_rank == 0 else range(SPLIT, N)
