@@ -22,7 +22,7 @@ HOROVOD = str(ROOT / "tools" / "constraints" / "horovod.txt")
 PACKAGES = sorted(p.parent.name for p in (ROOT / "packages").glob("*/pyproject.toml"))
 MEMBERS = [p for p in PACKAGES if p != "xtrain"]
 # The extras the tests and the type check install: the optional integrations are tested against the real libraries.
-INTEGRATIONS = ("cli", "test", "tensorboard", "tuner", "onnx", "migrate")
+INTEGRATIONS = ("cli", "test", "tensorboard", "tuner", "onnx", "migrate", "wandb", "mlflow", "metrics")
 
 
 def _editable(*extras: str) -> list[str]:

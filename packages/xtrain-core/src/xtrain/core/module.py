@@ -150,14 +150,15 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
     def global_step(self) -> int:
         return self._trainer.global_step if self._trainer is not None else 0
 
-    def log(self, name: str, value: torch.Tensor | float | int, *, prog_bar: bool = False, logger: bool = True,
+    def log(self, name: str, value: torch.Tensor | float | int | Any, *, prog_bar: bool = False, logger: bool = True,
             on_step: bool | None = None, on_epoch: bool | None = None, reduce_fx: ReduceFx = "mean",
             sync_dist: bool = False, batch_size: int | None = None) -> None:
         """Record a metric. Values stay tensors until a logger writes them: no per-step ``.item()`` or sync.
 
         Args:
             name: The metric's name.
-            value: A scalar tensor or a number.
+            value: A scalar tensor, a number, or a torchmetrics ``Metric`` (computed over every rank's data at the
+                epoch's end, then reset; see the metrics guide).
             prog_bar: Show it in the progress bar.
             logger: Send it to the loggers.
             on_step: Record this step's value (default: True in training, False in evaluation).
@@ -172,8 +173,8 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
                                    on_epoch=on_epoch, reduce_fx=reduce_fx, sync_dist=sync_dist,
                                    batch_size=batch_size)
 
-    def log_dict(self, values: Mapping[str, torch.Tensor | float | int], **kwargs: Any) -> None:
-        """Call :meth:`log` for each item, with the same options."""
+    def log_dict(self, values: Mapping[str, torch.Tensor | float | int] | Any, **kwargs: Any) -> None:
+        """Call :meth:`log` for each item, with the same options (a torchmetrics ``MetricCollection`` too)."""
         for name, value in values.items():
             self.log(name, value, **kwargs)
 

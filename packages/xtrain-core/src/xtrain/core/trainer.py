@@ -43,6 +43,7 @@ from xtrain.core._internal.nonfinite import check_nonfinite_mode
 from xtrain.core._internal.optim import SchedulerConfig, follow_replaced_optimizers, parse_optimizers
 from xtrain.core._internal.optimizer import StrategyOptimizer
 from xtrain.core._internal.preemption import Preemption
+from xtrain.core._internal.profiling import profiling, resolve_profiler
 from xtrain.core._internal.progress import FitProgress
 from xtrain.core._internal.resolve import resolve
 from xtrain.core._internal.rng import restore_rng_states
@@ -67,6 +68,7 @@ from xtrain.core.errors import ConfigError
 from xtrain.core.loggers.logger import Logger
 from xtrain.core.module import TrainModule
 from xtrain.core.precision import Precision
+from xtrain.core.profilers.profiler import Profiler
 from xtrain.core.rank_zero import rank_zero_only
 from xtrain.core.strategy import Strategy
 
@@ -138,6 +140,8 @@ class Trainer:
         on_nonfinite_loss: A NaN/inf training loss: ``"warn"`` (checked every ``log_every_n_steps`` without a
             per-step sync), ``"raise"`` (stop before its backward) or ``"skip"`` (skip that step on every rank;
             both read the loss every step). See the "Non-finite losses" guide.
+        profiler: ``"simple"``, ``"advanced"``, ``"pytorch"`` or a Profiler: time hooks and steps, report at the
+            end of each stage (``None``: nothing is timed and nothing is wrapped).
     """
 
     def __init__(
@@ -158,7 +162,7 @@ class Trainer:
         min_epochs: int | None = None, min_steps: int | None = None, reload_dataloaders_every_n_epochs: int = 0,
         sync_batchnorm: bool = False, detect_anomaly: bool = False, benchmark: bool | None = None,
         barebones: bool = False,
-        on_nonfinite_loss: Literal["warn", "raise", "skip"] = "warn",
+        on_nonfinite_loss: Literal["warn", "raise", "skip"] = "warn", profiler: str | Profiler | None = None,
     ) -> None:
         self._flags = flags = parse_run_flags(
             overfit_batches=overfit_batches, min_epochs=min_epochs, min_steps=min_steps,
@@ -191,6 +195,7 @@ class Trainer:
         self.gradient_clip_val, self.gradient_clip_algorithm = limits.gradient_clip_val, limits.gradient_clip_algorithm
         self.log_every_n_steps, self.fast_dev_run = limits.log_every_n_steps, limits.fast_dev_run
         self.default_root_dir = check_root(default_root_dir)
+        self.profiler = resolve_profiler(profiler)
         user_callbacks = check_callbacks(callbacks)
         self.loggers: list[Logger] = [] if limits.fast_dev_run else check_loggers(logger, self.default_root_dir)
         self.strategy: Strategy = resolve(accelerator=accelerator, devices=devices, num_nodes=num_nodes,
@@ -411,7 +416,12 @@ class Trainer:
                 loaded = self.strategy.load_checkpoint(ckpt_path, targets=restore_targets(self, fitting=fitting))
                 restore_checkpoint(self, loaded, ckpt_path, fitting=fitting)
             self._setup_loggers()
-            output = self._run_stage(stage)
+            if self.profiler is None:
+                output = self._run_stage(stage)
+            else:
+                with profiling(self.profiler, self.strategy, stage=stage, global_rank=self.global_rank,
+                               log_dir=Path(self.log_dir)):
+                    output = self._run_stage(stage)
             if return_state:
                 from xtrain.core._internal.spawn import worker_result
 
@@ -437,7 +447,7 @@ class Trainer:
         extra = check_callbacks(module.configure_callbacks())
         replaced = {type(cb) for cb in extra}
         self.callbacks = [cb for cb in self._user_callbacks if type(cb) not in replaced] + extra
-        self._hooks = HookDispatcher(self, module, self.callbacks)
+        self._hooks = HookDispatcher(self, module, self.callbacks, profiler=self.profiler)
         self._hooks.call_callbacks("setup", stage)
         if stage == "fit":
             strategy.set_gradient_accumulation(self.accumulate_grad_batches)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from xtrain.core._internal.hparams import checkpoint_hparams
 from xtrain.core._internal.manifest import FORMAT_VERSION, write_manifest
+from xtrain.core._internal.metric_objects import gather_metric_states
 from xtrain.core._internal.restore_apply import restore_checkpoint
 from xtrain.core._internal.rng import collect_rng_states
 from xtrain.core.errors import ConfigError
@@ -60,6 +61,9 @@ def build_checkpoint(trainer: Trainer, *, weights_only: bool = False) -> dict[st
     sampler = trainer._train_sampler
     if sampler is not None:
         checkpoint["sampler"] = sampler.state_dict()
+    metric_states = gather_metric_states(module, strategy)  # torchmetrics states, one dict per rank
+    if metric_states is not None:
+        checkpoint["metric_states"] = metric_states
     return checkpoint
 
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xtrain.core.callbacks.callback import Callback
 from xtrain.core.datamodule import DataModule
 from xtrain.core.module import TrainModule
+
+if TYPE_CHECKING:
+    from xtrain.core.profilers.profiler import Profiler
 
 __all__ = ["HookDispatcher", "overrides"]
 
@@ -24,14 +27,17 @@ class HookDispatcher:
     """For each hook, the bound methods that actually do something, in call order.
 
     Order: callbacks, then the module, then callbacks marked ``runs_last`` (checkpointing, early stopping), so what
-    the module logs in a hook is visible to the callbacks that monitor it.
+    the module logs in a hook is visible to the callbacks that monitor it. With a ``profiler``, each callable is
+    wrapped once, when its hook is first looked up, to time it; without one nothing is wrapped.
     """
 
-    def __init__(self, trainer: Any, module: TrainModule, callbacks: Sequence[Callback]) -> None:
+    def __init__(self, trainer: Any, module: TrainModule, callbacks: Sequence[Callback], *,
+                 profiler: Profiler | None = None) -> None:
         self._trainer = trainer
         self._module = module
         self._callbacks = list(callbacks)
         self._cache: dict[str, tuple[Callable[..., Any], ...]] = {}
+        self._profiler = profiler
 
     def get(self, name: str) -> tuple[Callable[..., Any], ...]:
         """The callables for hook ``name``; each takes the hook's arguments after ``trainer, module``."""
@@ -47,8 +53,21 @@ class HookDispatcher:
             if name in _DATAMODULE_HOOKS and datamodule is not None and overrides(datamodule, DataModule, name):
                 fns.append(getattr(datamodule, name))
             fns += [functools.partial(getattr(cb, name), self._trainer, self._module) for cb in last]
+            if self._profiler is not None:
+                fns = self._profiled(name, first, last, fns)
             cached = self._cache[name] = tuple(fns)
         return cached
+
+    def _profiled(self, name: str, first: list[Callback], last: list[Callback],
+                  fns: list[Callable[..., Any]]) -> list[Callable[..., Any]]:
+        from xtrain.core._internal.profiling import profiled
+
+        assert self._profiler is not None
+        owners = [f"[Callback]{type(cb).__name__}" for cb in first]
+        owners += [f"[{'TrainModule' if getattr(fn, '__self__', None) is self._module else 'DataModule'}]"
+                   f"{type(getattr(fn, '__self__', None)).__name__}" for fn in fns[len(first):len(fns) - len(last)]]
+        owners += [f"[Callback]{type(cb).__name__}" for cb in last]
+        return [profiled(self._profiler, f"{owner}.{name}", fn) for owner, fn in zip(owners, fns, strict=True)]
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> None:
         """Call every overriding implementation of hook ``name``."""

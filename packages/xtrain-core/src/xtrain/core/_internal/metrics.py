@@ -17,6 +17,7 @@ import torch
 from xtrain.core.errors import ConfigError
 
 if TYPE_CHECKING:
+    from xtrain.core._internal.metric_objects import MetricObjects
     from xtrain.core.strategy import Strategy
 
 __all__ = ["MetricStore", "Stage"]
@@ -93,6 +94,11 @@ class MetricStore:
         self.logged_metrics: dict[str, float] = {}
         self._in_epoch_end = False
         self._pending: dict[str, torch.Tensor] = {}
+        self.objects: MetricObjects | None = None  # torchmetrics Metric objects, once one is logged
+
+    @property
+    def in_epoch_end(self) -> bool:
+        return self._in_epoch_end
 
     @contextmanager
     def epoch_end_logging(self) -> Iterator[None]:
@@ -113,6 +119,9 @@ class MetricStore:
     def log(self, name: str, value: torch.Tensor | float | int, *, prog_bar: bool, logger: bool,
             on_step: bool | None, on_epoch: bool | None, reduce_fx: str, sync_dist: bool,
             batch_size: int | None) -> None:
+        if not isinstance(value, (torch.Tensor, float, int)):  # a torchmetrics Metric: see metric_objects.py
+            self._log_object(name, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch)
+            return
         if reduce_fx not in _REDUCE:
             raise ConfigError("reduce_fx", reduce_fx, f"is not a reduction for self.log({name!r}, ...).",
                               choices=_REDUCE, fix="pass reduce_fx='mean'.")
@@ -155,6 +164,16 @@ class MetricStore:
             else:
                 acc.update(value, weight)
 
+    def _log_object(self, name: str, value: Any, **options: Any) -> None:
+        from xtrain.core._internal.metric_objects import MetricObjects, is_metric
+
+        if not is_metric(value):
+            raise ConfigError("value", type(value).__name__, f"self.log({name!r}, ...) takes a scalar tensor, a number "
+                              "or a torchmetrics Metric.", fix="log a scalar, e.g. float(value).")
+        if self.objects is None:
+            self.objects = MetricObjects()
+        self.objects.log(self, name, value, **options)
+
     def _reduce(self, value: torch.Tensor, reduce_fx: str) -> torch.Tensor:
         if self.strategy is None or self.strategy.world_size == 1:
             return value
@@ -191,6 +210,8 @@ class MetricStore:
             if acc.logger:
                 for_logger[acc.key] = float(value.item())
         self.epoch.clear()
+        if self.objects is not None:
+            for_logger.update(self.objects.end_epoch(self))
         self.logged_metrics.update(for_logger)
         return for_logger
 
@@ -206,6 +227,8 @@ class MetricStore:
         """Start an epoch of ``stage`` with empty aggregates."""
         self.stage = stage
         self._epochs[stage] = {}
+        if self.objects is not None:
+            self.objects.begin(stage)
 
     def switch(self, stage: Stage) -> None:
         """Go back to ``stage`` (after validation inside a training epoch) keeping its aggregates."""

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from xtrain.core._internal.manifest import check_manifest
+from xtrain.core._internal.metric_objects import load_metric_states
 from xtrain.core._internal.restore_plan import RestorePlan
 from xtrain.core._internal.state_dict import module_names
 from xtrain.core.errors import CheckpointError
@@ -65,6 +66,8 @@ def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, 
     rng = checkpoint.get("rng")
     same_world = meta["world_size"] == strategy.world_size and isinstance(rng, list) and len(rng) == meta["world_size"]
     trainer._pending_rng = rng[strategy.global_rank] if rng and same_world else None
+    if checkpoint.get("metric_states") and same_world:
+        load_metric_states(trainer.module, checkpoint["metric_states"][strategy.global_rank])
     trainer._pending_sampler = checkpoint.get("sampler")
 
 

@@ -258,3 +258,7 @@ class ModelCheckpoint(Callback):
             score = f" ({self.monitor}={self.best_k_models[str(paths[0])]:.6g})" if paths and self.monitor else ""
             print(f"Epoch {trainer.current_epoch}, global step {trainer.global_step}: saved "
                   f"{', '.join(str(p) for p in targets)}{score}")
+        if trainer.is_global_zero:
+            for logger in trainer.loggers:
+                for target in targets:
+                    logger.after_save_checkpoint(target)

@@ -1,4 +1,5 @@
-"""Loggers: where metrics go. CSV is built in; TensorBoard needs the ``tensorboard`` package."""
+"""Loggers: where metrics go. CSV is built in; TensorBoard, W&B and MLflow need their packages (extras of the same
+names), imported only when such a logger is used."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from typing import Any
 from xtrain.core.loggers.csv import CSVLogger
 from xtrain.core.loggers.logger import Logger
 
-__all__ = ["CSVLogger", "Logger", "TensorBoardLogger", "default_logger"]
+__all__ = ["CSVLogger", "Logger", "MLFlowLogger", "TensorBoardLogger", "TrackerLogger", "WandbLogger", "default_logger"]
+
+_LAZY = {"TensorBoardLogger": "tensorboard", "WandbLogger": "wandb", "MLFlowLogger": "mlflow", "TrackerLogger": "tracker"}
 
 
 def default_logger(root: Path) -> Logger:
@@ -22,8 +25,8 @@ def default_logger(root: Path) -> Logger:
 
 
 def __getattr__(name: str) -> Any:
-    if name == "TensorBoardLogger":
-        from xtrain.core.loggers.tensorboard import TensorBoardLogger
+    if name in _LAZY:
+        import importlib
 
-        return TensorBoardLogger
+        return getattr(importlib.import_module(f"xtrain.core.loggers.{_LAZY[name]}"), name)
     raise AttributeError(name)

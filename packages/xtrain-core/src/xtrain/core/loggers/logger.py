@@ -68,6 +68,9 @@ class Logger(ABC):
     def save(self) -> None:
         """Flush what is buffered to disk."""
 
+    def after_save_checkpoint(self, path: Path) -> None:
+        """A checkpoint was just written to ``path`` (global rank 0); trackers may upload it (``log_model``)."""
+
     def finalize(self, status: str) -> None:
         """The run ended with ``status`` (``"success"``, ``"failed"``, ``"interrupted"``); flush everything."""
         self.save()

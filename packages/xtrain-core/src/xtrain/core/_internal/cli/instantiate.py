@@ -18,6 +18,17 @@ __all__ = ["SaveConfig", "class_from_path", "instantiate"]
 
 
 def class_from_path(path: str) -> Any:
+    """The class at a dotted ``path``, or a public callback, logger or profiler class by its bare name."""
+    if "." not in path:
+        from xtrain.core._internal.cli.known_classes import import_public_classes
+
+        named = import_public_classes()
+        if path in named:
+            return named[path]
+        from xtrain.core.errors import ConfigError
+
+        raise ConfigError("class_path", path, "is neither a dotted import path nor a class xtrain knows by name.",
+                          choices=sorted(named), fix="write the full path, e.g. my_package.module.MyClass.")
     module, _, name = path.rpartition(".")
     return getattr(importlib.import_module(module), name)
 

@@ -1,0 +1,122 @@
+"""Metrics, hyperparameters and checkpoints to Weights & Biases (needs ``pip install "xtrain-core[wandb]"``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import secrets
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from typing_extensions import override
+
+from xtrain.core.errors import ConfigError
+from xtrain.core.loggers.tracker import LogModel, TrackerLogger
+
+if TYPE_CHECKING:
+    from wandb.sdk.wandb_run import Run
+
+__all__ = ["WandbLogger"]
+
+
+def _plain(value: Any) -> Any:
+    """A value W&B's config stores as is (numbers, strings, containers of them); anything else as its repr."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return repr(value)
+
+
+class WandbLogger(TrackerLogger):
+    """Logs a run to W&B: online, or offline into ``save_dir/wandb`` for ``wandb sync`` later.
+
+    The run id is chosen when the logger is created (or given as ``version``) and stored in checkpoints, so a run
+    resumed with ``ckpt_path`` continues the same W&B run. W&B keeps a run's steps increasing: values a crashed
+    attempt logged after its last checkpoint stay, and the resumed attempt's repeats of those steps are dropped by
+    W&B.
+
+    Args:
+        save_dir: Where W&B's local files go (``save_dir/wandb``) and, by default, the checkpoints
+            (``save_dir/project/<run id>/checkpoints``).
+        project: The W&B project.
+        name: The run's display name (default: chosen by W&B).
+        version: The run id (default: a new random id).
+        offline: Write locally only; upload later with ``wandb sync``.
+        log_model: Upload checkpoints as ``model`` artifacts: ``True`` when the run ends, ``"all"`` as saved.
+        entity: The W&B team or user.
+        group: Group related runs (e.g. the runs of a sweep).
+        tags: Tags of the run.
+        init_kwargs: Anything else for ``wandb.init``.
+    """
+
+    def __init__(self, save_dir: str | os.PathLike[str] = ".", *, project: str = "xtrain_logs", name: str | None = None,
+                 version: str | None = None, offline: bool = False, log_model: LogModel = False,
+                 entity: str | None = None, group: str | None = None, tags: list[str] | None = None,
+                 init_kwargs: dict[str, Any] | None = None) -> None:
+        if importlib.util.find_spec("wandb") is None:
+            raise ConfigError("logger", "WandbLogger", "needs the wandb package.",
+                              fix='pip install "xtrain-core[wandb]"')
+        super().__init__(save_dir, name=project, version=version, log_model=log_model)
+        self._run_name = name
+        self._offline = offline
+        self._init_kwargs = {"entity": entity, "group": group, "tags": tags, **(init_kwargs or {})}
+        self._run: Run | None = None
+
+    @property
+    @override
+    def version(self) -> str:
+        if self._version is None:
+            self._version = secrets.token_hex(4)
+        return str(self._version)
+
+    @property
+    def experiment(self) -> Run:
+        """The ``wandb`` run (waits for the queued writes, and starts the run if nothing was logged yet)."""
+        if not self._opened:
+            self._submit(lambda: None)
+        self.save()
+        assert self._run is not None
+        return self._run
+
+    @override
+    def _open(self) -> None:
+        import wandb
+
+        self._run = wandb.init(dir=str(self.save_dir), project=self.name, name=self._run_name, id=self.version,
+                               resume="allow", mode="offline" if self._offline else None, reinit="create_new",
+                               **self._init_kwargs)
+
+    @override
+    def _write_metrics(self, rows: list[tuple[dict[str, float], int]]) -> None:
+        assert self._run is not None
+        for metrics, step in rows:
+            self._run.log(metrics, step=step)
+
+    @override
+    def _write_params(self, params: dict[str, Any]) -> None:
+        assert self._run is not None
+        self._run.config.update(_plain(params), allow_val_change=True)  # type: ignore[no-untyped-call]
+
+    @override
+    def _write_artifact(self, path: Path) -> None:
+        import wandb
+
+        assert self._run is not None
+        artifact = wandb.Artifact(f"model-{self._run.id}", type="model", metadata={"file": path.name})
+        if path.is_dir():
+            artifact.add_dir(str(path), name=path.name)
+        else:
+            artifact.add_file(str(path), name=path.name)
+        self._run.log_artifact(artifact, aliases=["latest", path.stem])
+
+    @override
+    def _close(self, status: str) -> None:
+        if self._run is not None:
+            self._run.finish(exit_code=0 if status == "success" else 1)
+            self._run = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**super().__getstate__(), "_run": None}
