@@ -78,7 +78,7 @@ RULES: tuple[Rule, ...] = (
     _r(M, f"{_PL}.demos", None, "Lightning's demo data sets and models are not part of xtrain; copy the class "
                                 "into your project or use torchvision"),
     _r(M, f"{_PL}.tuner", "xtrain.core.tuner", "Tuner(trainer).lr_find(...) and .scale_batch_size(...)"),
-    _r(M, f"{_PL}.profilers", None, "profilers are not in xtrain yet; use torch.profiler.profile around trainer.fit"),
+    _r(M, f"{_PL}.profilers", "xtrain.core.profilers", "Trainer(profiler=\"simple\"|\"advanced\"|\"pytorch\") too"),
     _r(M, f"{_PL}.serve", None, "model serving is not part of xtrain"),
     _r(M, f"{_PL}.metrics", None, "Lightning 1.x: use torchmetrics"),
     # -- names ----------------------------------------------------------------------------------------------------
@@ -106,8 +106,11 @@ RULES: tuple[Rule, ...] = (
     _r(N, f"{_CB}.ModelPruning", None, _NOT_YET + " calling torch.nn.utils.prune"),
     _r(N, f"{_LG}.LightningLoggerBase", "xtrain.core.loggers.Logger", "Lightning 1.x name of the base class"),
     _r(N, f"{_LG}.Logger", "xtrain.core.loggers.Logger"),
-    *(_r(N, f"{_LG}.{name}", None, "not in xtrain yet; use TensorBoardLogger or CSVLogger") for name in (
-        "CometLogger", "MLFlowLogger", "NeptuneLogger", "WandbLogger", "LitLogger")),
+    *(_r(N, f"{_LG}.{name}", f"xtrain.core.loggers.{name}", "pip install \"xtrain-core[" + extra + "]\"")
+      for name, extra in (("WandbLogger", "wandb"), ("MLFlowLogger", "mlflow"))),
+    *(_r(N, f"{_LG}.{name}", None, "not in xtrain (see the loggers guide); use WandbLogger, MLFlowLogger, "
+                                   "TensorBoardLogger or CSVLogger") for name in (
+        "CometLogger", "NeptuneLogger", "LitLogger")),
     *(_r(N, f"{_UT}.{name}", f"xtrain.core.rank_zero.{name}") for name in (
         "rank_zero_only", "rank_zero_info", "rank_zero_warn", "rank_zero_debug")),
     _r(N, f"{_UT}.rank_zero_deprecation", "xtrain.core.rank_zero.rank_zero_warn", "warns a UserWarning"),
