@@ -31,6 +31,7 @@ import torch
 from torch.utils.data import DataLoader
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "docs" / "examples" / "model_parallel"))
+from fsdp import _local_bytes  # this folder is on sys.path when a bench runs
 from tiny_transformer import TinyTransformer, token_data
 
 SIZE: dict[str, Any] = {"vocab": 1024, "dim": 256, "heads": 8, "depth": 4, "classes": 16}
@@ -42,15 +43,6 @@ ARMS = {"ddp": ("ddp", None), "fsdp": ("fsdp", None),
 
 def _data(steps: int) -> Any:
     return token_data(samples=SAMPLES_PER_STEP * steps, length=LENGTH, vocab=SIZE["vocab"], classes=SIZE["classes"])
-
-
-def _local_bytes(tensors: Any) -> int:
-    total = 0
-    for t in tensors:
-        if isinstance(t, torch.Tensor):
-            local = t.to_local() if hasattr(t, "to_local") else t
-            total += local.numel() * local.element_size()
-    return total
 
 
 class Model(TinyTransformer):
