@@ -143,6 +143,8 @@ class Registry(Generic[_T]):
         factory = self.load(name)
         try:
             return factory()
+        except ConfigError:
+            raise  # the plugin refusing a setting (e.g. a missing library) speaks for itself: not a broken plugin
         except Exception as err:
             entry = self._scan()[name.strip().lower()]
             raise self._broken(name, entry, f"could not be created: {_describe(err)}") from err

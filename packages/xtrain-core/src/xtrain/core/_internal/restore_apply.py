@@ -84,7 +84,9 @@ def plan_restore(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fit
         for i, (saved, config) in enumerate(zip(checkpoint["lr_schedulers"], trainer.lr_scheduler_configs,
                                                 strict=False)):
             plan.like(f"lr_schedulers[{i}]", saved, config.scheduler.state_dict())
-        plan.like("precision", checkpoint["precision"], strategy.precision.state_dict())
+        if checkpoint["xtrain"].get("precision") == strategy.precision.name:
+            # Checkpoints move between precisions (a bf16 one has no fp16 scaler state); the same one must fit.
+            plan.like("precision", checkpoint["precision"], strategy.precision.state_dict())
         plan.loops(checkpoint["loops"])
         plan.entries(checkpoint, {"precision": dict, "callbacks": dict, "loggers": list, "rng": list,
                                   "sampler": (dict, type(None)), "datamodule": dict})
