@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from xtrain.core._internal.hang import HangMonitor
 from xtrain.core._internal.hang_report import (
@@ -200,6 +200,10 @@ class Watchdog:
         sys.stderr.write(f"\nxtrain: rank {failed} failed; stopping rank {self.rank} (pid {os.getpid()}).\n"
                          f"----- rank {failed} -----\n{details.rstrip()}\n-------------------\n")
         sys.stderr.flush()
+        self._exit()
+
+    def _exit(self) -> NoReturn:
+        """Run the abort handler (best effort), end the dataloader workers and leave with the abort exit code."""
         if self.on_abort is not None:
             try:
                 self.on_abort()
@@ -231,13 +235,7 @@ class Watchdog:
         except Exception:  # noqa: BLE001 - the reporter exited and took the store along: we are done too
             pass
         finally:
-            if self.on_abort is not None:
-                try:
-                    self.on_abort()
-                except Exception:  # noqa: BLE001 - exiting regardless
-                    pass
-            end_workers()
-            os._exit(ABORT_EXIT_CODE)
+            self._exit()
 
     def _print_summary(self, reason: str) -> None:
         keys = {r: f"{_HANG}/{r}" for r in range(self.world_size)}
