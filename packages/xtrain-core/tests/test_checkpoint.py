@@ -217,3 +217,52 @@ def test_trainer_with_async_checkpoint_io_resumes(tmp_path: Path) -> None:
             enable_progress_bar=False).fit(TinyClassifier(), train, val)
     ckpt = TorchCheckpointIO().load_checkpoint(tmp_path / "checkpoints" / "last.ckpt")
     assert ckpt["loops"]["epoch"] == 2
+
+
+def test_routine_saves_sync_in_the_background_and_are_in_place_when_fit_returns(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ModelCheckpoint's epoch-end saves do not wait for fsync in the training thread; every file is renamed into
+    place (and synced) by the time fit returns, and no temporary file is left."""
+    import threading
+
+    synced_in: list[str] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced_in.append(threading.current_thread().name), real_fsync(fd)))
+    train, val = tiny_loaders()
+    Trainer(max_epochs=3, default_root_dir=tmp_path, logger=False, enable_progress_bar=False).fit(
+        TinyClassifier(), train, val)
+    assert synced_in and set(synced_in) == {"xtrain-checkpoint-sync"}
+    files = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert "last.ckpt" in files and not [f for f in files if f.endswith((".tmp", ".link"))], files
+    assert TorchCheckpointIO().load_checkpoint(tmp_path / "checkpoints" / "last.ckpt")["loops"]["epoch"] == 3
+
+
+def test_trainer_save_checkpoint_returns_with_the_file_in_place(tmp_path: Path) -> None:
+    train, val = tiny_loaders()
+    trainer = Trainer(max_steps=2, default_root_dir=tmp_path, logger=False, enable_progress_bar=False,
+                      enable_checkpointing=False)
+    trainer.fit(TinyClassifier(), train, val)
+    trainer.save_checkpoint(tmp_path / "manual.ckpt")
+    assert (tmp_path / "manual.ckpt").is_file() and not list(tmp_path.glob(".manual.ckpt.*"))
+
+
+def test_a_failed_background_sync_is_raised_at_the_next_save_and_keeps_the_previous_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    io = TorchCheckpointIO()
+    path = tmp_path / "last.ckpt"
+    io.save_checkpoint({"i": torch.tensor(1)}, path)
+    io.wait()
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    io.save_checkpoint({"i": torch.tensor(2)}, path)  # bytes written; the sync fails in the background
+    with pytest.raises(CheckpointError, match="disk is full") as info:
+        io.save_checkpoint({"i": torch.tensor(3)}, path)
+    assert str(path) in str(info.value)
+    monkeypatch.undo()
+    assert int(io.load_checkpoint(path)["i"]) == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]

@@ -55,6 +55,15 @@ class CheckpointIO(ABC):
     def wait(self) -> None:
         """Block until every save started so far is on disk (asynchronous implementations override this)."""
 
+    def settle(self) -> None:
+        """Block until the saves that have returned are at their paths.
+
+        Called where a caller needs the file right after saving (``Trainer.save_checkpoint``, ``Engine.save``, a
+        preemption save), unlike the routine saves of ``ModelCheckpoint``. Implementations that finish a save in the
+        background (``TorchCheckpointIO`` syncs and renames there) override it; asynchronous ones leave their
+        saves in flight, because their user chose that.
+        """
+
     def teardown(self) -> None:
         """Finish pending work; the default waits for pending saves."""
         self.wait()

@@ -357,6 +357,7 @@ class Engine:
         for key, value in state.items():
             checkpoint[key] = self._state_of(value)
         self._strategy.save_checkpoint(checkpoint, path)
+        self._strategy.checkpoint_io.settle()
         self._strategy.barrier("engine.save")
 
     def load(self, path: str | Path, state: dict[str, Any] | None = None, *, strict: bool = True) -> dict[str, Any]:

@@ -656,13 +656,16 @@ class Trainer:
         if self._preemption.agreed(self.strategy):
             self._preemption.save_and_stop(self)
 
-    def _save_checkpoint_to(self, paths: Iterable[Path], *, weights_only: bool) -> None:
+    def _save_checkpoint_to(self, paths: Iterable[Path], *, weights_only: bool, wait: bool = True) -> None:
+        """Save to every path; ``wait=False`` returns before the files are synced and in place (routine saves)."""
         checkpoint = build_checkpoint(self, weights_only=weights_only)
         self._hooks.call("on_save_checkpoint", checkpoint)
         first, *rest = paths
         self.strategy.save_checkpoint(checkpoint, first)
         for path in rest:
             self.strategy.copy_checkpoint(first, path)
+        if wait:
+            self.strategy.checkpoint_io.settle()
         self.strategy.barrier("save_checkpoint")
 
 

@@ -14,6 +14,7 @@ from typing_extensions import override
 
 from xtrain.core.callbacks.callback import Callback
 from xtrain.core.errors import ConfigError
+from xtrain.core.loggers.logger import Logger
 
 if TYPE_CHECKING:
     from xtrain.core.module import TrainModule
@@ -157,6 +158,8 @@ class ModelCheckpoint(Callback):
     def on_train_end(self, trainer: Trainer, module: TrainModule) -> None:
         if self.save_last and self._saved_step != trainer.global_step and not trainer.fast_dev_run:
             self._write(trainer, [])
+        trainer.strategy.checkpoint_io.settle()  # every rank may read the files next (test(ckpt_path="best"))
+        trainer.strategy.barrier("checkpoints_in_place")
 
     def _score(self, trainer: Trainer) -> float | None:
         if self.monitor is None:
@@ -251,7 +254,7 @@ class ModelCheckpoint(Callback):
             last = self._versioned(self.resolve_dirpath(trainer) / f"{self.LAST_NAME}{self.FILE_EXTENSION}")
             targets.append(last)
             self.last_model_path = str(last)
-        trainer._save_checkpoint_to(targets, weights_only=self.save_weights_only)
+        trainer._save_checkpoint_to(targets, weights_only=self.save_weights_only, wait=False)
         self._saved_step = trainer.global_step
         self._last_time = time.monotonic()
         if self.verbose and trainer.is_global_zero:
@@ -260,5 +263,7 @@ class ModelCheckpoint(Callback):
                   f"{', '.join(str(p) for p in targets)}{score}")
         if trainer.is_global_zero:
             for logger in trainer.loggers:
+                if type(logger).after_save_checkpoint is not Logger.after_save_checkpoint:
+                    trainer.strategy.checkpoint_io.settle()  # it reads the files (log_model)
                 for target in targets:
                     logger.after_save_checkpoint(target)

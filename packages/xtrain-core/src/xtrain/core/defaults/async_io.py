@@ -56,6 +56,7 @@ class AsyncCheckpointIO(CheckpointIO):
     def _write(self, checkpoint: dict[str, Any], path: PathLike) -> None:
         try:
             self.inner.save_checkpoint(checkpoint, path)
+            self.inner.settle()
         except BaseException as err:  # noqa: BLE001 - re-raised in the caller's thread
             self._error = err
 
@@ -87,6 +88,7 @@ class AsyncCheckpointIO(CheckpointIO):
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        self.inner.wait()
         if self._error is not None:
             error, self._error = self._error, None
             raise error

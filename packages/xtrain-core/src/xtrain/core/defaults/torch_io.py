@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import errno
 import os
 import shutil
 import tempfile
+import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -14,6 +16,7 @@ from typing import Any, ClassVar
 import torch
 from typing_extensions import override
 
+from xtrain.core._internal.background import BackgroundWriter
 from xtrain.core._internal.progress_signal import ProgressFile
 from xtrain.core.checkpoint_io import CheckpointIO, PathLike
 from xtrain.core.errors import CheckpointError
@@ -21,6 +24,14 @@ from xtrain.core.errors import CheckpointError
 __all__ = ["TorchCheckpointIO", "atomic_write", "checkpoint_bytes", "disk_full", "out_of_room", "read_checkpoint_file", "save_file", "torch_crc32"]
 
 _NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+_UNFINISHED: weakref.WeakSet[TorchCheckpointIO] = weakref.WeakSet()
+
+
+@atexit.register
+def _finish_all() -> None:
+    """Queued renames still happen when a script ends without tearing its Trainer down."""
+    for io in list(_UNFINISHED):
+        io.wait()
 
 
 def atomic_write(path: PathLike, write: Any, *, needed: Callable[[], int] | None = None) -> None:
@@ -37,21 +48,45 @@ def atomic_write(path: PathLike, write: Any, *, needed: Callable[[], int] | None
     A full disk is a :class:`CheckpointError` naming ``path`` and the bytes needed (``needed()``, or what was written
     when it failed); the temporary file is removed and ``path`` keeps its previous content.
     """
+    publish(write_temporary(path, write, needed=needed), path, needed=needed)
+
+
+def write_temporary(path: PathLike, write: Any, *, needed: Callable[[], int] | None = None) -> str:
+    """The first half of :func:`atomic_write`: ``write(file)`` into a new temporary file beside ``path``; returns
+    its name. Nothing is synced yet, so this is as fast as the page cache."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             write(ProgressFile(f))
-            f.flush()
-            os.fsync(f.fileno())
+    except BaseException as err:
+        _discard(tmp_name, target, err, needed)
+        raise
+    return tmp_name
+
+
+def publish(tmp_name: str, path: PathLike, *, needed: Callable[[], int] | None = None) -> None:
+    """The second half of :func:`atomic_write`: fsync the temporary file, then rename it over ``path``."""
+    target = Path(path)
+    try:
+        fd = os.open(tmp_name, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp_name, target)
     except BaseException as err:
-        written = Path(tmp_name).stat().st_size if Path(tmp_name).exists() else 0
-        Path(tmp_name).unlink(missing_ok=True)
-        if out_of_room(err):
-            raise disk_full(target, err, max(needed() if needed is not None else 0, written)) from err
+        _discard(tmp_name, target, err, needed)
         raise
+
+
+def _discard(tmp_name: str, target: Path, err: BaseException, needed: Callable[[], int] | None) -> None:
+    """Remove a temporary file after ``err``; a full disk becomes the :class:`CheckpointError` that says so."""
+    written = Path(tmp_name).stat().st_size if Path(tmp_name).exists() else 0
+    Path(tmp_name).unlink(missing_ok=True)
+    if out_of_room(err):
+        raise disk_full(target, err, max(needed() if needed is not None else 0, written)) from err
 
 
 def out_of_room(err: Any) -> bool:
@@ -78,11 +113,14 @@ def disk_full(target: Path, err: BaseException, needed: int) -> CheckpointError:
         f"checkpoint at that path is unchanged. Free space, or set ModelCheckpoint(dirpath=...) to a larger disk.")
 
 
-def save_file(obj: Any, path: PathLike, *, checksums: bool = True) -> tuple[int, int]:
+def save_file(obj: Any, path: PathLike, *, checksums: bool = True,
+              finish: BackgroundWriter | None = None) -> tuple[int, int]:
     """``torch.save`` ``obj`` atomically to ``path``; returns ``(crc32, size)`` of the bytes written.
 
     With ``checksums`` the archive is sealed with the CRC-32 of its bytes, computed as they are written
     (:func:`~xtrain.core._internal.integrity.seal_zip`); torch's own, slower per-record CRC is off either way.
+    With ``finish``, the bytes are written here but the fsync and the rename onto ``path`` are queued on that
+    writer (``path`` appears when it has run them).
     """
     from xtrain.core._internal.integrity import HashingStream, seal_zip
 
@@ -96,7 +134,12 @@ def save_file(obj: Any, path: PathLike, *, checksums: bool = True) -> tuple[int,
             seal_zip(f, hashed)
         written.append((hashed.crc, hashed.size))
 
-    atomic_write(path, write, needed=lambda: checkpoint_bytes(obj))
+    needed = lambda: checkpoint_bytes(obj)  # noqa: E731
+    tmp_name = write_temporary(path, write, needed=needed)
+    if finish is None:
+        publish(tmp_name, path, needed=needed)
+    else:
+        finish.submit(publish, tmp_name, path)
     return written[-1]
 
 
@@ -132,6 +175,12 @@ def read_checkpoint_file(path: PathLike, *, map_location: Any = "cpu", verify: b
 class TorchCheckpointIO(CheckpointIO):
     """Writes one file per checkpoint atomically (temp file, fsync, rename); reads with ``weights_only=True``.
 
+    The bytes are written in the caller's thread (training changes the tensors right after), but the fsync and the
+    rename run on a background thread, in order with the copies and removals that follow, because waiting for the
+    disk would stall every epoch of a short-epoch run. :meth:`settle` and :meth:`wait` (called before every load, at
+    teardown, at exit, and by ``Trainer.save_checkpoint``) return when the files are in place. A crash before that leaves the previous
+    checkpoint, as a crash during a synchronous save would.
+
     Args:
         checksums: Store the CRC-32 of the file's bytes (computed as they are written) and check it before a load;
             a flipped byte is then a :class:`CheckpointError` naming the file. ``False`` skips both (for storage
@@ -142,21 +191,41 @@ class TorchCheckpointIO(CheckpointIO):
 
     def __init__(self, *, checksums: bool = True) -> None:
         self.checksums = checksums
+        self._finisher = BackgroundWriter("xtrain-checkpoint-sync")
+        _UNFINISHED.add(self)
 
     @override
     def save_checkpoint(self, checkpoint: dict[str, Any], path: PathLike) -> None:
-        save_file(checkpoint, path, checksums=self.checksums)
+        self.wait()  # one save in flight at most; a failure of the previous one is raised here
+        save_file(checkpoint, path, checksums=self.checksums, finish=self._finisher)
 
     @override
     def load_checkpoint(self, path: PathLike, *, map_location: Any = "cpu") -> dict[str, Any]:
+        self.wait()
         return read_checkpoint_file(path, map_location=map_location, verify=self.checksums)
 
     @override
     def remove_checkpoint(self, path: PathLike) -> None:
-        Path(path).unlink(missing_ok=True)
+        self._finisher.submit(Path(path).unlink, True)
 
     @override
     def copy_checkpoint(self, source: PathLike, destination: PathLike) -> None:
+        self._finisher.submit(self._copy_now, source, destination)
+
+    @override
+    def wait(self) -> None:
+        self._finisher.flush()
+
+    @override
+    def settle(self) -> None:
+        self._finisher.flush()
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        _UNFINISHED.add(self)
+
+    @staticmethod
+    def _copy_now(source: PathLike, destination: PathLike) -> None:
         """A hard link under a temporary name, renamed over ``destination``: atomic and without a second write.
 
         Falls back to an atomic byte copy where hard links are not supported.

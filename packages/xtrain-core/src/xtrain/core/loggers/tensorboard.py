@@ -46,9 +46,12 @@ class TensorBoardLogger(Logger):
 
     @override
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
-        writer = self.experiment
-        for key, value in metrics.items():
-            writer.add_scalar(key, value, global_step=step)
+        # One event holding every value (TensorBoard reads each value of an event as its own scalar): add_scalar
+        # would build and queue one event per key, about 36 us each.
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        summary = Summary(value=[Summary.Value(tag=key, simple_value=float(value)) for key, value in metrics.items()])
+        self.experiment._get_file_writer().add_summary(summary, step)
 
     @override
     def log_hyperparams(self, params: dict[str, Any]) -> None:

@@ -219,7 +219,9 @@ class CheckpointIOConformance:
         io.save_checkpoint(self._sample(1.0), path)
         io.wait()
         io.remove_checkpoint(path)
-        check(not path.exists(), "remove_checkpoint deletes the checkpoint", "no file", "it is still there")
+        io.wait()
+        check(not path.exists(), "remove_checkpoint deletes the checkpoint (by the time wait() returns)", "no file",
+              "it is still there")
 
     def _refused(self, path: Path, words: str) -> None:
         try:
