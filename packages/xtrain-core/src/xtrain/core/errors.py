@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["CheckpointError", "ConfigError", "NonFiniteLossError", "RankFailedError", "XtrainDeprecationWarning",
+__all__ = ["CheckpointError", "CollectiveMismatchError", "ConfigError", "NonFiniteLossError", "RankFailedError", "XtrainDeprecationWarning",
            "format_choices"]
 
 
@@ -43,6 +43,13 @@ class CheckpointError(RuntimeError):
     """A checkpoint that cannot be read: missing, truncated, corrupted, unsafe, or from an incompatible layout.
 
     The message names the file and what to do, instead of surfacing a pickle or zip traceback.
+    """
+
+
+class CollectiveMismatchError(RuntimeError):
+    """Ranks were about to run different collectives (``XTRAIN_COLLECTIVE_CHECK=1``), raised on every rank.
+
+    The message lists each rank's collective, tensor dtype and shape, and the file:line of user code that called it.
     """
 
 

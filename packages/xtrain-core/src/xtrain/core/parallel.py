@@ -21,6 +21,7 @@ import torch
 import torch.distributed as dist
 from typing_extensions import override
 
+from xtrain.core._internal import collective_check
 from xtrain.core._internal.pickling import object_to_tensor, tensor_to_object
 from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.core._internal.watchdog import Watchdog
@@ -154,6 +155,7 @@ class ParallelStrategy(Strategy, ABC):
                                       dead_after=self.heartbeat_timeout, on_abort=self._run_abort_handlers,
                                       hang_timeout=self.hang_timeout)
             self._watchdog.start()
+            collective_check.install(self.watchdog_store(), rank=self.global_rank, world_size=self.world_size)
 
     @override
     def add_abort_handler(self, handler: Callable[[], None]) -> None:
@@ -172,12 +174,14 @@ class ParallelStrategy(Strategy, ABC):
         (taking the store with it) is not mistaken for a crash by the others."""
         if self._watchdog is not None:
             self._watchdog.begin_shutdown()
+            collective_check.uninstall()
             self.barrier("watchdog-stop")
             self._watchdog.stop()
             self._watchdog = None
 
     @override
     def on_exception(self, exception: BaseException) -> None:
+        collective_check.uninstall()  # the run is over: its last collectives need not match
         if self._watchdog is not None:
             details = "".join(traceback.format_exception(type(exception), exception, exception.__traceback__))
             self._watchdog.report_failure(details, caused_by_peer=_peer_failure(exception))
@@ -198,7 +202,7 @@ class ParallelStrategy(Strategy, ABC):
         result = self._on_device(tensor)
         if op == "mean" and not result.is_floating_point():
             result = result.float()
-        with PROGRESS.collective("all_reduce"):
+        with PROGRESS.collective("all_reduce", result):
             dist.all_reduce(result, op=_OPS[op])
         if op == "mean":
             result /= self.world_size
@@ -209,7 +213,7 @@ class ParallelStrategy(Strategy, ABC):
         local = self._on_device(tensor).contiguous()
         # Gathered flat: gloo splits the output along dim 0 and refuses a 0-dim input gathered into (world,).
         out = torch.empty((self.world_size * local.numel(),), dtype=local.dtype, device=local.device)
-        with PROGRESS.collective("all_gather"):
+        with PROGRESS.collective("all_gather", local):
             _all_gather_single(out, local.reshape(-1))
         return out.reshape(self.world_size, *local.shape)
 
@@ -220,7 +224,7 @@ class ParallelStrategy(Strategy, ABC):
         device = self._object_device()
         data = object_to_tensor(obj, device) if self.global_rank == src else None
         size = torch.tensor([0 if data is None else data.numel()], dtype=torch.long, device=device)
-        with PROGRESS.collective("broadcast"):
+        with PROGRESS.collective(f"broadcast(src={src})", size):
             dist.broadcast(size, src=src)
             if data is None:
                 data = torch.empty(int(size.item()), dtype=torch.uint8, device=device)
@@ -244,11 +248,12 @@ class ParallelStrategy(Strategy, ABC):
         if self.world_size == 1:
             return lambda: decision
         flag = torch.tensor(int(decision), device=self.root_device)
-        work = dist.all_reduce(flag, op=dist.ReduceOp.SUM, async_op=True)
+        with PROGRESS.collective("all_reduce (a decision every rank takes together)", flag):
+            work = dist.all_reduce(flag, op=dist.ReduceOp.SUM, async_op=True)
 
         def result() -> bool:
             if work is not None:
-                with PROGRESS.collective("all_reduce (a decision every rank takes together)"):
+                with PROGRESS.collective("all_reduce (a decision every rank takes together)", checked=False):
                     work.wait()
             total = int(flag.item())
             return total == self.world_size if all else total > 0

@@ -14,7 +14,8 @@ Ranks start three ways, all detected: ``horovodrun -np N --gloo python script.py
   work (gradients, ``sync_dist`` logging), so mid-epoch validation or checkpoints in that window are not supported.
 * Fail-fast works as for DDP: Horovod has no key-value store, so rank 0 hosts a ``TCPStore`` for the watchdog and
   announces its address through a Horovod broadcast.
-* Every collective is named from a counter all ranks advance alike, since Horovod matches operations by name.
+* Every collective is named from a counter all ranks advance alike, since Horovod matches operations by name, and
+  marked on the progress signal like DDP's, so a hang report says which collective each rank last entered.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import torch
 from torch import nn
 from typing_extensions import override
 
+from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.core.errors import ConfigError
 from xtrain.core.launcher import Launcher
 from xtrain.core.parallel import ParallelStrategy
@@ -142,7 +144,8 @@ class HorovodStrategy(ParallelStrategy):
     def setup(self, module: nn.Module) -> nn.Module:
         model = super().setup(module)
         if self.world_size > 1:
-            broadcast_tensors(self.hvd, self.module.state_dict().items(), root_rank=0)
+            with PROGRESS.collective("broadcast_parameters (rank 0's weights)"):
+                broadcast_tensors(self.hvd, self.module.state_dict().items(), root_rank=0)
         return model
 
     @override
@@ -186,14 +189,17 @@ class HorovodStrategy(ParallelStrategy):
             return None
         hvd = self.hvd
         self._finish_pending()
-        last = int(hvd.join(self.root_device.index if self.root_device.type == "cuda" else -1))
+        with PROGRESS.collective("join (uneven inputs: serving the ranks still training)", checked=False):
+            last = int(hvd.join(self.root_device.index if self.root_device.type == "cuda" else -1))
         self._joins += 1
         mine = torch.tensor([[self._optimizers.steps, self._sequence]], dtype=torch.int64)
-        counts = hvd.allgather(mine, name=f"xtrain.join.{self._joins}")
+        with PROGRESS.collective("allgather (step counts after join)", mine):
+            counts = hvd.allgather(mine, name=f"xtrain.join.{self._joins}")
         self._sequence = int(counts[:, 1].max()) + 1  # ranks that trained longer named more collectives
         if int(counts[:, 0].min()) == int(counts[:, 0].max()):
             return None
-        broadcast_tensors(hvd, self.module.state_dict().items(), root_rank=last)
+        with PROGRESS.collective(f"broadcast_parameters (rank {last}'s weights after join)"):
+            broadcast_tensors(hvd, self.module.state_dict().items(), root_rank=last)
         self._optimizers.adopt(root_rank=last, steps=int(counts[last, 0]))
         return last
 
@@ -218,7 +224,9 @@ class HorovodStrategy(ParallelStrategy):
         if op == "mean" and not value.is_floating_point():
             value, dtype = value.float(), torch.float32
         wire = SUM_DTYPE.get(dtype, dtype)
-        result = self.hvd.allreduce(value.to(wire), op=ops[op], name=self._next_name("reduce"))
+        value = value.to(wire)
+        with PROGRESS.collective("allreduce", value):
+            result = self.hvd.allreduce(value, op=ops[op], name=self._next_name("reduce"))
         return result.to(dtype)  # type: ignore[no-any-return]
 
     @override
@@ -226,33 +234,38 @@ class HorovodStrategy(ParallelStrategy):
         local = self._on_device(tensor).contiguous().unsqueeze(0)
         if self.world_size == 1:
             return local
-        gathered: torch.Tensor = self.hvd.allgather(bitwise(local), name=self._next_name("all_gather"))
+        with PROGRESS.collective("allgather", local):
+            gathered: torch.Tensor = self.hvd.allgather(bitwise(local), name=self._next_name("all_gather"))
         return gathered.view(local.dtype)  # gathered as its bits: no arithmetic, so exact
 
     @override
     def broadcast(self, obj: _T, src: int = 0) -> _T:
         if self.world_size == 1:
             return obj
-        return self.hvd.broadcast_object(obj, root_rank=src, name=self._next_name("broadcast"))  # type: ignore[no-any-return]
+        with PROGRESS.collective(f"broadcast_object(src={src})"):
+            return self.hvd.broadcast_object(obj, root_rank=src, name=self._next_name("broadcast"))  # type: ignore[no-any-return]
 
     @override
     def all_gather_object(self, obj: _T) -> list[_T]:
         if self.world_size == 1:
             return [obj]
-        return list(self.hvd.allgather_object(obj, name=self._next_name("all_gather_object")))
+        with PROGRESS.collective("allgather_object"):
+            return list(self.hvd.allgather_object(obj, name=self._next_name("all_gather_object")))
 
     @override
     def barrier(self, name: str | None = None) -> None:
         if self.world_size > 1 and self.hvd.is_initialized():
-            self.hvd.barrier()
+            with PROGRESS.collective(f"barrier({name!r})" if name else "barrier"):
+                self.hvd.barrier()
 
     @override
     def start_boolean_decision(self, decision: bool, *, all: bool = True) -> Callable[[], bool]:
         if self.world_size == 1:
             return lambda: decision
         hvd = self.hvd
-        handle = hvd.allreduce_async(torch.tensor([int(decision)], dtype=torch.int32), op=hvd.Sum,
-                                     name=self._next_name("decision"))
+        flag = torch.tensor([int(decision)], dtype=torch.int32)
+        with PROGRESS.collective("allreduce (a decision every rank takes together)", flag):
+            handle = hvd.allreduce_async(flag, op=hvd.Sum, name=self._next_name("decision"))
         self._pending[handle] = None
 
         def result() -> bool:
@@ -264,11 +277,15 @@ class HorovodStrategy(ParallelStrategy):
     def _finish(self, handle: Any) -> int:
         """Wait for a pending decision; ``hvd.join`` loses handles still pending, so join finishes them first."""
         total = self._pending.pop(handle, None)
-        return int(self.hvd.synchronize(handle).item()) if total is None else total
+        if total is not None:
+            return total
+        with PROGRESS.collective("allreduce (a decision every rank takes together)", checked=False):
+            return int(self.hvd.synchronize(handle).item())
 
     def _finish_pending(self) -> None:
         for handle in list(self._pending):
-            self._pending[handle] = int(self.hvd.synchronize(handle).item())
+            with PROGRESS.collective("allreduce (a decision every rank takes together)", checked=False):
+                self._pending[handle] = int(self.hvd.synchronize(handle).item())
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(compression={self.compression!r})"

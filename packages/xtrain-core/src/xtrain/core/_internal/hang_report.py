@@ -25,8 +25,8 @@ from typing import IO, Any
 
 from xtrain.core._internal.progress_signal import PROGRESS, ProgressSignal
 
-__all__ = ["ThreadState", "WorkerStacks", "end_workers", "format_summary", "main_thread_state", "rank_report",
-           "stack_block", "write_block"]
+__all__ = ["ThreadState", "WorkerStacks", "end_workers", "format_summary", "is_library", "main_thread_state",
+           "rank_report", "stack_block", "write_block"]
 
 _WORKER_SIGNAL = getattr(signal, "SIGUSR2", None)
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<name>\S+)')
@@ -52,7 +52,8 @@ def _library_prefixes() -> tuple[str, ...]:
     return tuple(sorted(prefixes))
 
 
-def _is_library(filename: str) -> bool:
+def is_library(filename: str) -> bool:
+    """Whether ``filename`` belongs to Python, an installed package or xtrain (not the user's code)."""
     return filename.startswith("<") or os.path.realpath(filename).startswith(_library_prefixes())
 
 
@@ -74,7 +75,7 @@ def main_thread_state(thread_id: int, signal_: ProgressSignal) -> ThreadState:
     while frame is not None:
         frames.append((frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
         frame = frame.f_back
-    user = next((f"{file}:{line} in {name}" for file, line, name in frames if not _is_library(file)), None)
+    user = next((f"{file}:{line} in {name}" for file, line, name in frames if not is_library(file)), None)
     waiting: str | None = None
     if signal_.depth > 0:
         waiting = f"{signal_.collective_name} (collective #{signal_.collectives} xtrain entered)"
@@ -153,7 +154,7 @@ def end_workers() -> None:
 def innermost_user_frame(dump: str) -> str | None:
     """The innermost frame of user code in a faulthandler dump (most recent call first)."""
     for match in _FRAME.finditer(dump):
-        if not _is_library(match["file"]):
+        if not is_library(match["file"]):
             return f"{match['file']}:{match['line']} in {match['name']}"
     return None
 

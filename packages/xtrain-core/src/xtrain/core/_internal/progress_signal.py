@@ -8,13 +8,15 @@ reporting costs a few tens of nanoseconds and no allocation.
   kind of loop in a process gets the larger first-step allowance (compilation, dataloader warm-up).
 * :meth:`ProgressSignal.step` marks a finished step or evaluation batch.
 * :meth:`ProgressSignal.report` marks any other advance (a chunk of a checkpoint written, a batch loaded).
-* ``with PROGRESS.collective("all_reduce"):`` wraps a collective xtrain calls, so that a hang report can say which
-  collective each rank last entered and whether it is still inside it.
+* ``with PROGRESS.collective("all_reduce", tensor):`` wraps a collective xtrain calls (every strategy's, Horovod's
+  too), so that a hang report can say which collective each rank last entered and whether it is still inside it.
+  Under ``XTRAIN_COLLECTIVE_CHECK=1`` the same entry first compares the collective with every other rank's
+  (:mod:`xtrain.core._internal.collective_check`); otherwise ``checker`` is ``None`` and costs one comparison.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -24,7 +26,8 @@ __all__ = ["PROGRESS", "ProgressFile", "ProgressSignal", "report_stream_writes"]
 class ProgressSignal:
     """Counters the watchdog samples; see the module docstring."""
 
-    __slots__ = ("_next", "collective_name", "collectives", "count", "depth", "phase", "stepped", "steps")
+    __slots__ = ("_checked", "_next", "_tensor", "checker", "collective_name", "collectives", "count", "depth", "phase",
+                 "stepped", "steps")
 
     def __init__(self) -> None:
         self.count = 0
@@ -35,6 +38,9 @@ class ProgressSignal:
         self.collective_name = ""
         self.depth = 0
         self._next = ""
+        self._tensor: Any = None
+        self._checked = True
+        self.checker: Callable[[str, Any], None] | None = None
 
     def report(self) -> None:
         """Something advanced that is not a step: a checkpoint chunk written, a batch handed out, setup done."""
@@ -51,9 +57,18 @@ class ProgressSignal:
         self.steps += 1
         self.count += 1
 
-    def collective(self, name: str) -> ProgressSignal:
-        """Mark the collective about to run (``with PROGRESS.collective("barrier"): ...``); nesting keeps the outer name."""
+    def collective(self, name: str, tensor: Any = None, *, checked: bool = True) -> ProgressSignal:
+        """Mark the collective about to run (``with PROGRESS.collective("barrier"): ...``); nesting keeps the outer name.
+
+        Args:
+            name: What the hang report and the collective check call it.
+            tensor: The tensor it sends (its dtype and shape are compared by the collective check).
+            checked: ``False`` for waits that ranks legitimately reach in different orders (Horovod's join serves
+                the gradient all-reduces of ranks still training): the check skips them.
+        """
         self._next = name
+        self._tensor = tensor
+        self._checked = checked
         return self
 
     def __enter__(self) -> None:
@@ -61,6 +76,14 @@ class ProgressSignal:
             self.collectives += 1
             self.collective_name = self._next
         self.depth += 1
+        if self.checker is not None and self._checked and self.depth == 1:
+            tensor, self._tensor = self._tensor, None
+            try:
+                self.checker(self._next, tensor)
+            except BaseException:
+                self.depth -= 1  # __exit__ does not run when __enter__ raises
+                raise
+        self._tensor = None
 
     def __exit__(self, *exc: Any) -> None:
         self.depth -= 1

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.strategies._internal.horovod_wire import BFloat16AsFloat32
 
 if TYPE_CHECKING:
@@ -53,7 +54,9 @@ class HorovodOptimizers:
             wrapped.zero_grad = types.MethodType(_zero_grad, wrapped)
             wrapped.register_step_post_hook(self._count)
             if s.world_size > 1:
-                state = hvd.broadcast_object(wrapped.state_dict(), root_rank=0, name=f"xtrain.optimizer_state.{index}")
+                with PROGRESS.collective("broadcast_object (rank 0's optimizer state)"):
+                    state = hvd.broadcast_object(wrapped.state_dict(), root_rank=0,
+                                                 name=f"xtrain.optimizer_state.{index}")
                 if s.global_rank != 0:
                     wrapped.load_state_dict(state)
             self.wrapped.append(wrapped)
@@ -73,7 +76,9 @@ class HorovodOptimizers:
     def synchronize(self, optimizer: torch.optim.Optimizer) -> None:
         """Wait for this step's averaged gradients (once per step)."""
         if self._ours(optimizer) and id(optimizer) not in self._synchronized:
-            optimizer.synchronize()  # type: ignore[attr-defined]
+            # Not checked across ranks: under uneven inputs a joined rank serves these all-reduces from hvd.join.
+            with PROGRESS.collective("allreduce of the gradients (DistributedOptimizer.synchronize)", checked=False):
+                optimizer.synchronize()  # type: ignore[attr-defined]
             self._synchronized.add(id(optimizer))
 
     def step(self, optimizer: torch.optim.Optimizer, stepper: Callable[[torch.optim.Optimizer], bool]) -> bool:
@@ -92,8 +97,9 @@ class HorovodOptimizers:
         """Take every optimizer's state (and the step count) from ``root_rank`` (after uneven inputs)."""
         s = self.strategy
         for index, optimizer in enumerate(self.wrapped):
-            state = s.hvd.broadcast_object(optimizer.state_dict(), root_rank=root_rank,
-                                           name=f"xtrain.optimizer_state.adopt.{index}.{s._joins}")
+            with PROGRESS.collective(f"broadcast_object (rank {root_rank}'s optimizer state after join)"):
+                state = s.hvd.broadcast_object(optimizer.state_dict(), root_rank=root_rank,
+                                               name=f"xtrain.optimizer_state.adopt.{index}.{s._joins}")
             if s.global_rank != root_rank:
                 optimizer.load_state_dict(state)
         self.steps = steps
