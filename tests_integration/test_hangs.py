@@ -5,7 +5,8 @@ must be detected within ``hang_timeout`` + 15 s of the moment a rank got stuck, 
 exit non-zero within 15 s of the detection, and leave no process behind (dataloader workers included). Runs that are
 slow but progressing (a 20 s first step, a 20 s checkpoint save) must finish.
 
-Two representative cases run by default; the full set (``-m hangs``) runs in ``nox -s hangs``.
+Two representative cases run by default; the full set (``-m hangs``) runs in ``nox -s hangs``, the Horovod cases
+(``-m horovod``, self-launched Horovod ranks) in ``nox -s horovod``.
 """
 
 from __future__ import annotations
@@ -171,11 +172,30 @@ def test_sleeping_rank_under_the_engine(tmp_path: Path) -> None:
     check_hang(result, out, ended, stuck_rank=1, case="engine", label="sleep, Engine")
 
 
-@hangs
+def _needs_horovod() -> None:
+    if os.environ.get("XTRAIN_REQUIRE_HOROVOD") != "1":
+        pytest.importorskip("horovod.torch", reason="Horovod is not installed (python tools/build_horovod.py)")
+
+
+@pytest.mark.horovod
 def test_sleeping_rank_under_horovod(tmp_path: Path) -> None:
-    pytest.importorskip("horovod.torch", reason="Horovod is not installed (python tools/build_horovod.py)")
+    """(a) under Horovod, self-launched: rank 1 sleeps; rank 0 waits in the optimizer's gradient all-reduce."""
+    _needs_horovod()
     result, out, ended = run(tmp_path, "sleep", strategy="horovod")
     check_hang(result, out, ended, stuck_rank=1, case="sleep", label="sleep, Horovod")
+    assert re.search(r"waiting rank 0 .*allreduce of the gradients \(DistributedOptimizer.synchronize\)",
+                     result.output), result.output
+
+
+@pytest.mark.horovod
+def test_barrier_in_one_branch_under_horovod(tmp_path: Path) -> None:
+    """(d) under Horovod: rank 0 alone enters a barrier, rank 1 the gradient all-reduce; the summary names both."""
+    _needs_horovod()
+    result, out, ended = run(tmp_path, "barrier", strategy="horovod")
+    check_hang(result, out, ended, stuck_rank=None, case="barrier", label="barrier on rank 0 only, Horovod")
+    assert "do not match" in result.output, result.output
+    assert "rank 0 in barrier('only on rank 0')" in result.output, result.output
+    assert "rank 1 in allreduce of the gradients" in result.output, result.output
 
 
 @hangs
