@@ -248,14 +248,15 @@ def horovod(session: nox.Session) -> None:
     Horovod 0.28.1 must be compiled against the pinned torch (``tools/constraints/horovod.txt``):
     ``tools/build_horovod.py`` builds it once (about 4.5 minutes on 2 cores; MPI too when ``mpicxx`` exists) and
     caches the wheel under ``~/.cache/xtrain/horovod`` (``XTRAIN_CACHE``), so later runs and reused venvs install it in
-    seconds. It also runs the Horovod hang-detection cases of ``tests_integration/test_hangs.py`` (a stuck rank, a
-barrier on one rank). ``nox -s horovod -- -k launch`` passes arguments on to pytest. It ends with the matrix's ``cpu-horovod``
-    cells, so ``build/matrix-report.json`` (and ``docs/compatibility.md``) records them as run.
+    seconds. It also runs the Horovod cases of ``tests_integration/test_hangs.py`` (a stuck rank, a barrier on one rank)
+    and ``tests_integration/test_collective_check.py``. ``nox -s horovod -- -k launch`` passes arguments on to pytest.
+    It ends with the matrix's ``cpu-horovod`` cells, so ``build/matrix-report.json`` (and ``docs/compatibility.md``)
+    records them as run.
     """
     session.install("-c", HOROVOD, "torch==2.13.0", *_editable("test"), "pytest-timeout")
     session.run("python", "tools/build_horovod.py")
     session.run("pytest", "-m", "horovod", "packages/xtrain-strategies/tests", "tests_integration/test_hangs.py",
-                *session.posargs, env={"XTRAIN_REQUIRE_HOROVOD": "1"})
+                "tests_integration/test_collective_check.py", *session.posargs, env={"XTRAIN_REQUIRE_HOROVOD": "1"})
     session.run("pytest", "tests_integration/test_matrix.py", "-q", env={"XTRAIN_MATRIX_GROUPS": "cpu-horovod"})
 
 

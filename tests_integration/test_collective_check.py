@@ -7,6 +7,7 @@ collectives match trains to the end with the check comparing each of them.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -42,20 +43,35 @@ def run(tmp_path: Path, case: str, **settings: Any) -> RunResult:
     return result
 
 
-def test_collectives_in_another_order_are_refused_on_every_rank(tmp_path: Path) -> None:
-    result = run(tmp_path, "order")
+def _horovod() -> None:
+    if os.environ.get("XTRAIN_REQUIRE_HOROVOD") != "1":
+        pytest.importorskip("horovod.torch", reason="Horovod is not installed (python tools/build_horovod.py)")
+
+
+STRATEGY = ["ddp", pytest.param("horovod", marks=pytest.mark.horovod)]
+REDUCE = {"ddp": "all_reduce", "horovod": "allreduce"}
+
+
+@pytest.mark.parametrize("strategy", STRATEGY)
+def test_collectives_in_another_order_are_refused_on_every_rank(tmp_path: Path, strategy: str) -> None:
+    if strategy == "horovod":
+        _horovod()
+    result = run(tmp_path, "order", strategy=strategy)
     output = result.output
     assert result.returncodes != [0], output
     assert "CollectiveMismatchError" in output, output
     for rank in (0, 1):  # each rank found it and said so, naming both call sites
         block = output.split(f"this is rank {rank}:", 1)[1].split("Every rank must", 1)[0]
-        assert f"rank 0: all_reduce float32 (2,) at {SCRIPT}" in block, output
+        assert f"rank 0: {REDUCE[strategy]} float32 (2,) at {SCRIPT}" in block, output
         assert line_of("rank 0 first") in block, output
         assert "rank 1: barrier('before the reduce')" in block and line_of("rank 1 first") in block, output
 
 
-def test_matching_collectives_run_unchanged(tmp_path: Path) -> None:
-    result = run(tmp_path, "match")
+@pytest.mark.parametrize("strategy", STRATEGY)
+def test_matching_collectives_run_unchanged(tmp_path: Path, strategy: str) -> None:
+    if strategy == "horovod":
+        _horovod()
+    result = run(tmp_path, "match", strategy=strategy)
     assert result.returncodes == [0], result.output
     assert "CollectiveMismatchError" not in result.output
     records = [json.loads((tmp_path / f"finished_rank{r}").read_text()) for r in (0, 1)]
