@@ -20,10 +20,14 @@ class Launcher(ABC):
         interactive_compatible: Whether it works from a notebook or REPL (fork does, re-executing a script does not).
         runs_in_caller: ``True`` when the calling process becomes rank 0 (re-exec); ``False`` when it only waits
             for workers (spawn, fork) and must receive rank 0's results to stay in sync.
+        supports_restarts: Whether it can end and restart the whole group after a failure (``max_restarts``).
+        max_restarts: How many times to restart (set from ``Trainer(max_restarts=...)`` before :meth:`launch`).
     """
 
     interactive_compatible: ClassVar[bool] = False
     runs_in_caller: ClassVar[bool] = True
+    supports_restarts: ClassVar[bool] = False
+    max_restarts: int = 0
 
     def check(self) -> None:
         """Raise :class:`~xtrain.core.errors.ConfigError` if this launcher cannot work here (called before launching)."""

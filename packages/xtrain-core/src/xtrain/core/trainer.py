@@ -16,6 +16,15 @@ from typing import Any, Literal
 
 import torch
 
+from xtrain.core._internal.auto_resume import (
+    Healing,
+    WorldSizePolicy,
+    check_auto,
+    note_failure,
+    parse_healing,
+    resolve_auto,
+    start_attempt,
+)
 from xtrain.core._internal.best_checkpoint import default_ckpt_path
 from xtrain.core._internal.checkpointing import (
     build_checkpoint,
@@ -142,6 +151,11 @@ class Trainer:
             both read the loss every step). See the "Non-finite losses" guide.
         profiler: ``"simple"``, ``"advanced"``, ``"pytorch"`` or a Profiler: time hooks and steps, report at the
             end of each stage (``None``: nothing is timed and nothing is wrapped).
+        run_name: This run's identity for ``fit(ckpt_path="auto")`` and its log directory (default: the
+            launcher's restart group, torchrun's run id or SLURM's job id). See the "Long jobs" guide.
+        max_restarts: Restart the whole group this many times after a rank fails (xtrain's launcher).
+        on_world_size_change: A resume with another number of ranks keeps the per-rank batch
+            (``"keep_per_rank_batch"``) or the global batch through gradient accumulation (``"keep_global_batch"``).
     """
 
     def __init__(
@@ -163,7 +177,11 @@ class Trainer:
         sync_batchnorm: bool = False, detect_anomaly: bool = False, benchmark: bool | None = None,
         barebones: bool = False,
         on_nonfinite_loss: Literal["warn", "raise", "skip"] = "warn", profiler: str | Profiler | None = None,
+        run_name: str | None = None, max_restarts: int = 0,
+        on_world_size_change: WorldSizePolicy = "keep_per_rank_batch",
     ) -> None:
+        self._healing: Healing = parse_healing(run_name=run_name, max_restarts=max_restarts,
+                                               on_world_size_change=on_world_size_change)
         self._flags = flags = parse_run_flags(
             overfit_batches=overfit_batches, min_epochs=min_epochs, min_steps=min_steps,
             reload_dataloaders_every_n_epochs=reload_dataloaders_every_n_epochs, sync_batchnorm=sync_batchnorm,
@@ -317,7 +335,10 @@ class Trainer:
     # -- entry points ------------------------------------------------------------------------------------------
     def fit(self, model: TrainModule, train_dataloaders: Any = None, val_dataloaders: Any = None, *,
             datamodule: DataModule | None = None, ckpt_path: str | Path | None = None) -> None:
-        """Train ``model``; with ``ckpt_path`` (``"last"``, ``"best"`` or a path) resume exactly where it stopped."""
+        """Train ``model``; with ``ckpt_path`` (``"last"``, ``"best"`` or a path) resume exactly where it stopped.
+
+        ``ckpt_path="auto"`` resumes this run (``run_name``) from its newest complete checkpoint, or starts fresh.
+        """
         self._attach(model, datamodule, train=train_dataloaders, val=val_dataloaders)
         self._launch("fit", ckpt_path)
 
@@ -391,8 +412,9 @@ class Trainer:
     def _launch(self, stage: Stage, ckpt_path: str | Path | None) -> Any:
         # Resolved here, before any process starts, so a bad ckpt_path is a ConfigError in the caller alone.
         check_output_dirs(self, fitting=stage == "fit")
-        path = find_checkpoint(self, ckpt_path) if ckpt_path is not None else None
         launcher = self.strategy.launcher
+        check_auto(self, self._healing, stage, ckpt_path, launcher)
+        path = find_checkpoint(self, ckpt_path) if ckpt_path not in (None, "auto") else ckpt_path
         if launcher is None:
             return self._run(stage, path, False)
         result = launcher.launch(self._run, stage, path, not launcher.runs_in_caller)
@@ -402,7 +424,7 @@ class Trainer:
 
         return receive_worker_result(self, result)
 
-    def _run(self, stage: Stage, ckpt_path: str | None, return_state: bool) -> Any:
+    def _run(self, stage: Stage, ckpt_path: str | Path | None, return_state: bool) -> Any:
         self.state = stage
         self.should_stop = False
         self.strategy.setup_environment()
@@ -411,10 +433,15 @@ class Trainer:
         status = "success"
         try:
             self._setup(stage)
+            loaded = None
+            if ckpt_path == "auto":
+                ckpt_path = resolve_auto(self, self._healing)
             if ckpt_path is not None:
                 fitting = stage == "fit"
                 loaded = self.strategy.load_checkpoint(ckpt_path, targets=restore_targets(self, fitting=fitting))
-                restore_checkpoint(self, loaded, ckpt_path, fitting=fitting)
+                restore_checkpoint(self, loaded, str(ckpt_path), fitting=fitting)
+            if stage == "fit":
+                start_attempt(self, self._healing, loaded)
             self._setup_loggers()
             if self.profiler is None:
                 output = self._run_stage(stage)
@@ -429,6 +456,7 @@ class Trainer:
             return output
         except BaseException as exc:
             status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+            note_failure(self, exc)
             self.strategy.on_exception(exc)
             self._hooks.call_callbacks("on_exception", exc)
             raise

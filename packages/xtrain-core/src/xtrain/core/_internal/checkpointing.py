@@ -41,6 +41,7 @@ def build_checkpoint(trainer: Trainer, *, weights_only: bool = False) -> dict[st
         "state_dict": strategy.module_state_dict(),
         "epoch": trainer._progress.checkpoint_epoch(),
         "global_step": trainer.global_step,
+        "global_batches": trainer.world_size * trainer.accumulate_grad_batches,  # for on_world_size_change
         **checkpoint_hparams(module),
     }
     if trainer.datamodule is not None:

@@ -37,6 +37,7 @@ class Logger(ABC):
         self._save_dir = Path(save_dir)
         self._name = name
         self._version = version
+        self._version_given = version is not None
 
     @property
     def name(self) -> str:
@@ -57,6 +58,15 @@ class Logger(ABC):
         """``save_dir/name/version_N``: where this run's logs (and by default its checkpoints) go."""
         version = self.version
         return self._save_dir / self._name / (version if isinstance(version, str) else f"version_{version}")
+
+    def name_run(self, name: str) -> None:
+        """Use ``name`` as this run's version (its directory) unless a version was given.
+
+        ``ckpt_path="auto"`` calls it with the run's identity, so every restart of a run logs (and checkpoints)
+        into the same directory instead of a new ``version_N``.
+        """
+        if not getattr(self, "_version_given", False):
+            self._version = name
 
     @abstractmethod
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:

@@ -8,6 +8,9 @@ the remaining children, says which rank failed and exits with that rank's code, 
 collective timeout on this node. Children are tied to the parent with ``PR_SET_PDEATHSIG``, so killing the parent
 kills them too. Across nodes, the fail-fast watchdog of :class:`~xtrain.core.parallel.ParallelStrategy` does the
 same through the rendezvous store.
+
+With ``max_restarts`` (``Trainer(max_restarts=N)``) the caller instead supervises every local rank and restarts
+the group after a failure (:mod:`xtrain.strategies._internal.supervisor`).
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ class SubprocessScriptLauncher(Launcher):
 
     interactive_compatible: ClassVar[bool] = False
     runs_in_caller: ClassVar[bool] = True
+    supports_restarts: ClassVar[bool] = True
 
     def __init__(self, *, num_processes: int, num_nodes: int, environment: ClusterEnvironment) -> None:
         self.num_processes = num_processes
@@ -92,6 +96,8 @@ class SubprocessScriptLauncher(Launcher):
     @override
     def launch(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if not self.launched and not self.environment.creates_processes_externally:
+            if self.max_restarts:
+                self._supervise()
             self._start_children()
         self.launched = True
         return fn(*args, **kwargs)
@@ -134,6 +140,24 @@ class SubprocessScriptLauncher(Launcher):
         # From now on this process is local rank 0 of processes that exist: a second fit, or another Trainer in
         # this script, must not start more.
         os.environ["LOCAL_RANK"] = "0"
+
+    def _supervise(self) -> None:
+        """Start every local rank as a child and restart the group after failures; never returns."""
+        if self.num_nodes > 1:
+            raise ConfigError("max_restarts", self.max_restarts, "restarts the ranks of one node, but this run has "
+                              f"num_nodes={self.num_nodes}.", fix="on several nodes restart with `torchrun "
+                              "--max-restarts=N` or SLURM requeue (and ckpt_path='auto'), and leave max_restarts=0.")
+        from xtrain.core.defaults.local import find_free_port
+        from xtrain.strategies._internal.supervisor import supervise
+
+        env = self.environment
+        node_rank = env.node_rank()
+        base = {**os.environ, "MASTER_ADDR": env.main_address, "MASTER_PORT": str(env.main_port),
+                "NODE_RANK": str(node_rank), "WORLD_SIZE": str(self.num_processes * self.num_nodes),
+                "LOCAL_WORLD_SIZE": str(self.num_processes), "XTRAIN_LAUNCHER_PID": str(os.getpid())}
+        supervise(command=reexec_command(), num_processes=self.num_processes, max_restarts=self.max_restarts,
+                  base_env=base, child_env=self._child_environment,
+                  global_rank=lambda local: self._global_rank(node_rank, local), new_port=find_free_port)
 
     def _child_environment(self, local_rank: int) -> dict[str, str]:
         """Variables that differ between the children (subclasses add their launcher's own)."""

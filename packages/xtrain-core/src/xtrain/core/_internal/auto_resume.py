@@ -1,0 +1,150 @@
+"""``ckpt_path="auto"``: resume this run from its newest complete checkpoint, or start it fresh.
+
+"This run" is explicit (:func:`xtrain.core.restarts.run_identity`): loggers whose version was not fixed name their
+directory after the identity, so every attempt of a run logs and checkpoints into one directory, and two runs
+sharing ``default_root_dir`` never pick each other's files. A checkpoint is a candidate only when the checkpoint
+gate accepts it (manifest, checksums, never unpickled beyond ``weights_only``); a torn save is skipped with a line
+in the log. Rank 0 chooses and every rank loads what it chose.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from xtrain.core.errors import CheckpointError, ConfigError
+from xtrain.core.rank_zero import rank_zero_info
+from xtrain.core.restarts import RESTART_COUNT_ENV, RunIdentity, run_identity, write_failure
+
+if TYPE_CHECKING:
+    from xtrain.core.launcher import Launcher
+    from xtrain.core.trainer import Trainer
+
+__all__ = ["Healing", "WorldSizePolicy", "check_auto", "newest_complete", "note_failure", "parse_healing",
+           "resolve_auto", "start_attempt"]
+
+WorldSizePolicy = Literal["keep_per_rank_batch", "keep_global_batch"]
+_EXTERNAL_RESTARTERS = ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", RESTART_COUNT_ENV)
+
+
+@dataclass(frozen=True, slots=True)
+class Healing:
+    """The Trainer's settings for runs that restart (see ``Trainer``'s docstring)."""
+
+    run_name: str | None = None
+    max_restarts: int = 0
+    on_world_size_change: WorldSizePolicy = "keep_per_rank_batch"
+
+
+def parse_healing(*, run_name: object, max_restarts: object, on_world_size_change: object) -> Healing:
+    if run_name is not None and (not isinstance(run_name, str) or not run_name.strip()):
+        raise ConfigError("run_name", run_name, "must be a non-empty string.", fix="write run_name='my-run'.")
+    if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
+        raise ConfigError("max_restarts", max_restarts, "must be an integer >= 0.", fix="write max_restarts=3.")
+    if on_world_size_change not in get_args(WorldSizePolicy):
+        raise ConfigError("on_world_size_change", on_world_size_change, "is not a policy.",
+                          choices=get_args(WorldSizePolicy), fix="write on_world_size_change='keep_per_rank_batch'.")
+    return Healing(run_name, max_restarts, on_world_size_change)  # type: ignore[arg-type]
+
+
+def check_auto(trainer: Trainer, healing: Healing, stage: str, ckpt_path: object, launcher: Launcher | None) -> None:
+    """In the caller, before any process starts: hand ``max_restarts`` on, and refuse an ``"auto"`` with no run."""
+    if healing.max_restarts:
+        if launcher is not None and launcher.supports_restarts:
+            launcher.max_restarts = healing.max_restarts
+        elif launcher is not None or not any(os.environ.get(v) for v in _EXTERNAL_RESTARTERS):
+            raise ConfigError("max_restarts", healing.max_restarts, "needs a launcher that starts (and can restart) "
+                              f"the ranks; strategy {trainer.strategy.name!r} here has "
+                              f"{type(launcher).__name__ if launcher else 'none'}.",
+                              fix="use strategy='ddp' (any number of devices), or run under `torchrun "
+                                  "--max-restarts=N` or SLURM requeue and leave max_restarts=0.")
+    if ckpt_path != "auto":
+        return
+    if stage != "fit":
+        raise ConfigError("ckpt_path", "auto", f"resumes a fit; {stage} has no run to continue.",
+                          fix="pass 'last', 'best' or a path.")
+    provides = launcher is not None and launcher.supports_restarts and healing.max_restarts > 0
+    named_dir = any(cb.dirpath is not None for cb in trainer.checkpoint_callbacks)
+    if not trainer.checkpoint_callbacks:
+        raise ConfigError("ckpt_path", "auto", "resumes from this run's checkpoints, but checkpointing is off.",
+                          fix="keep enable_checkpointing=True or add a ModelCheckpoint.")
+    if run_identity(healing.run_name) is None and not provides and not named_dir:
+        raise ConfigError("ckpt_path", "auto", "needs to know which run this is, so that it never resumes another "
+                          "run's checkpoint, and nothing names this run.",
+                          fix="pass Trainer(run_name='my-run'), or set XTRAIN_RUN_ID, or launch with torchrun "
+                              "(--rdzv-id), SLURM, or Trainer(max_restarts=N) (the launcher names the run).")
+
+
+def resolve_auto(trainer: Trainer, healing: Healing) -> str | None:
+    """On every rank: name the run's directories, then load rank 0's choice (``None``: start fresh)."""
+    identity = run_identity(healing.run_name)
+    if identity is not None:
+        for logger in trainer.loggers:
+            logger.name_run(identity.name)
+    chosen: str | None = None
+    if trainer.is_global_zero:
+        dirs = list(dict.fromkeys(cb.resolve_dirpath(trainer) for cb in trainer.checkpoint_callbacks))
+        found = newest_complete(_candidates(dirs), need="loops")
+        chosen = str(found) if found else None
+        _announce(identity, chosen, dirs)
+    return trainer.strategy.broadcast(chosen)
+
+
+def _candidates(dirs: Iterable[Path]) -> list[Path]:
+    from xtrain.core.sharded_checkpoint import MANIFEST_FILE
+
+    return [p for d in dirs if d.is_dir() for p in d.iterdir()
+            if p.suffix == ".ckpt" or (p.is_dir() and (p / MANIFEST_FILE).exists())]
+
+
+def newest_complete(paths: Iterable[Path], *, need: str | None = None) -> Path | None:
+    """The newest of ``paths`` the checkpoint gate accepts (holding entry ``need``); the others are logged."""
+    from xtrain.core._internal.checkpoint_gate import inspect_checkpoint
+
+    for path in sorted(paths, key=_mtime, reverse=True):
+        try:
+            _, keys = inspect_checkpoint(path)
+        except (CheckpointError, OSError) as err:
+            rank_zero_info(f"ckpt_path='auto': skipping {path}: not a complete checkpoint ({err})")
+            continue
+        if need is not None and need not in keys:
+            rank_zero_info(f"ckpt_path='auto': skipping {path}: it has no {need!r} entry (weights only?)")
+            continue
+        return path
+    return None
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+def _announce(identity: RunIdentity | None, chosen: str | None, dirs: list[Path]) -> None:
+    who = f"run {identity.name!r} (from {identity.source})" if identity else "this run"
+    attempt = os.environ.get(RESTART_COUNT_ENV)
+    again = f", restart {attempt}" if attempt and attempt != "0" else ""
+    if chosen:
+        rank_zero_info(f"ckpt_path='auto': resuming {who}{again} from {chosen}")
+    else:
+        rank_zero_info(f"ckpt_path='auto': no complete checkpoint of {who} in "
+                       f"{', '.join(str(d) for d in dirs)}: starting fresh{again}")
+
+
+def start_attempt(trainer: Trainer, healing: Healing, loaded: dict[str, Any] | None) -> None:
+    """After a restore: apply the world-size policy and tell a restarting launcher where this attempt started."""
+    if loaded is not None:
+        from xtrain.core._internal.elastic import adapt_to_world_size
+
+        adapt_to_world_size(trainer, healing.on_world_size_change, loaded)
+    write_failure(rank=trainer.global_rank, step=None, start_step=trainer.global_step)
+
+
+def note_failure(trainer: Trainer, exc: BaseException) -> None:
+    """The rank is failing: record the step and the error for a restarting launcher (no-op without one)."""
+    write_failure(rank=trainer.global_rank, step=trainer.global_step, start_step=None,
+                  error=f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,63 @@
+"""What a resume does when the checkpoint was written by a different number of ranks (an elastic restart).
+
+Weights, optimizer state and counters load across world sizes as they are. Two things depend on the world size:
+
+* the global batch (per-rank batch times ranks times accumulation). ``"keep_per_rank_batch"`` (the default) keeps
+  each rank's batch, so the global batch changes with the world size and the log says so; ``"keep_global_batch"``
+  changes ``accumulate_grad_batches`` by the ratio of the world sizes so that an optimizer step sees as many
+  samples as before (it must divide evenly). The learning rate is never changed.
+* the position inside an interrupted epoch. The distributed sampler deals one permutation of the dataset out to
+  the ranks in turn, so the samples consumed by ``W0`` ranks after ``b`` batches each are the first ``W0*b*B`` of
+  that permutation; when ``W0*b`` divides by the new world size the new ranks continue exactly after them,
+  otherwise the epoch continues at the nearest batch below (some samples are seen twice). The ranks' RNG states
+  belong to the old ranks and are not restored (restore_apply), so random augmentation and dropout differ.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from xtrain.core.errors import ConfigError
+from xtrain.core.rank_zero import rank_zero_info
+
+if TYPE_CHECKING:
+    from xtrain.core.trainer import Trainer
+
+__all__ = ["adapt_to_world_size"]
+
+
+def adapt_to_world_size(trainer: Trainer, policy: str, checkpoint: dict[str, Any]) -> None:
+    """Apply ``policy`` when the checkpoint names another world size than this run's.
+
+    ``checkpoint["global_batches"]`` (ranks x accumulation when it was written) keeps the global batch of the run
+    across several restarts at different sizes.
+    """
+    saved, now = checkpoint.get("xtrain", {}).get("world_size"), trainer.world_size
+    accumulate = trainer.accumulate_grad_batches
+    target = checkpoint.get("global_batches")
+    if not isinstance(saved, int) or saved < 1:
+        return
+    if not isinstance(target, int) or target < 1:
+        target = saved * accumulate
+    if policy == "keep_global_batch" and target != now * accumulate:
+        if target % now:
+            raise ConfigError("on_world_size_change", policy, f"cannot keep the global batch of {target} per-rank "
+                              f"batches (ranks x accumulate_grad_batches) with {now} rank(s).",
+                              choices=["keep_per_rank_batch", "keep_global_batch"],
+                              fix="restart with a world size that divides it, or use 'keep_per_rank_batch'.")
+        trainer.accumulate_grad_batches = target // now
+        trainer.strategy.set_gradient_accumulation(trainer.accumulate_grad_batches)
+        told = (f"keeping the global batch: accumulate_grad_batches {accumulate} -> "
+                f"{trainer.accumulate_grad_batches}")
+    elif saved == now:
+        return
+    else:
+        told = (f"keeping the per-rank batch, so the global batch changes by {now}/{saved} (set "
+                f"Trainer(on_world_size_change='keep_global_batch') to keep it through gradient accumulation)")
+    progress = trainer._progress
+    done = progress.batches_in_epoch
+    if done:
+        progress.batches_in_epoch = done * saved // now
+        exact = "exactly" if (done * saved) % now == 0 else "approximately (some samples of it are seen again)"
+        told += f"; the interrupted epoch continues {exact} at batch {progress.batches_in_epoch}"
+    rank_zero_info(f"resuming a checkpoint of {saved} rank(s) with {now}: {told}. The learning rate is unchanged.")
