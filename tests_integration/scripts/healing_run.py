@@ -3,7 +3,8 @@
     python healing_run.py ROOT OUT [--devices 2] [--max-restarts N] [--auto] [--run-name NAME]
         [--kill-at STEP --kill-rank R]   # SIGKILL that rank once (a marker file in ROOT remembers it happened)
         [--raise-at STEP --raise-rank R] # raise at that step on every attempt (a deterministic bug)
-        [--leave-at STEP]                # (torchrun elastic) rank 1 kills its agent and itself once
+        [--leave-at STEP]                # (torchrun elastic) the rank started with HEAL_LEAVER=1 kills its
+                                         # agent and itself, once: its node leaves the job
         [--losses FILE]                  # rank 0 appends "step loss world_size" per step
 
 Each attempt prints "attempt N first step at T" (wall clock) at its first training step, and a failing rank
@@ -52,7 +53,7 @@ class Faults(Callback):
             marker.write_text("x")
             print(f"failing at {time.time():.3f}", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
-        if a.leave_at == step and rank == 1 and not marker.exists():
+        if a.leave_at == step and os.environ.get("HEAL_LEAVER") and not marker.exists():
             marker.write_text("x")
             print(f"failing at {time.time():.3f}", flush=True)
             os.kill(os.getppid(), signal.SIGKILL)  # the torchrun agent: this "node" leaves for good
@@ -86,7 +87,8 @@ def main() -> None:
     trainer = Trainer(max_epochs=args.epochs, default_root_dir=args.root, callbacks=callbacks, logger=True,
                       enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", devices=args.devices,
                       strategy="ddp", log_every_n_steps=1, num_sanity_val_steps=0, run_name=args.run_name,
-                      max_restarts=args.max_restarts, on_world_size_change=args.policy)
+                      max_restarts=args.max_restarts, on_world_size_change=args.policy,
+                      num_nodes=int(os.environ.get("GROUP_WORLD_SIZE", "1")))  # elastic: this round's node count
     trainer.fit(module, loader, ckpt_path="auto" if args.auto else None)
     if trainer.is_global_zero:
         torch.save({k: v.clone() for k, v in module.state_dict().items()}, Path(args.out))

@@ -126,7 +126,7 @@ def _mtime(path: Path) -> int:
 
 def _announce(identity: RunIdentity | None, chosen: str | None, dirs: list[Path]) -> None:
     who = f"run {identity.name!r} (from {identity.source})" if identity else "this run"
-    attempt = os.environ.get(RESTART_COUNT_ENV)
+    attempt = os.environ.get(RESTART_COUNT_ENV, os.environ.get("TORCHELASTIC_RESTART_COUNT"))
     again = f", restart {attempt}" if attempt and attempt != "0" else ""
     if chosen:
         rank_zero_info(f"ckpt_path='auto': resuming {who}{again} from {chosen}")

@@ -155,19 +155,23 @@ def _watch(procs: list[subprocess.Popen[bytes]], folder: str, global_rank: Calla
         time.sleep(_POLL_S)
     codes = [proc.poll() for proc in procs]
     _end(procs)
-    failed = []
+    first_code = next(code for code in codes if code not in (None, 0))
+    candidates = []
     for local, code in enumerate(codes):
-        if code in (None, 0):
-            continue
-        assert code is not None
         rank = global_rank(local)
         record = read_failure(folder, rank)
-        name = signal.Signals(-code).name if code < 0 else None
-        written = _mtime(Path(folder) / f"rank{rank}.json") if record and record.error else float("inf")
+        name = signal.Signals(-code).name if code is not None and code < 0 else None
+        has_error = record is not None and bool(record.error)
+        if code in (None, 0) and not has_error:
+            continue
+        written = _mtime(Path(folder) / f"rank{rank}.json") if has_error else float("inf")
+        exit_code = first_code if code in (None, 0) else code
+        assert exit_code is not None
         # A rank killed by a signal is a cause; otherwise the first to record an error (the others then failed in
-        # a collective with it).
-        failed.append(((0 if name else 1, written), Failure(rank, 128 - code if code < 0 else code, name, record)))
-    return min(failed, key=lambda item: item[0])[1]
+        # a collective with it, or were ended by the fail-fast watchdog), even if it is still tearing down.
+        candidates.append(((0 if name else 1, written, local),
+                           Failure(rank, 128 - exit_code if exit_code < 0 else exit_code, name, record)))
+    return min(candidates, key=lambda item: item[0])[1]
 
 
 def _mtime(path: Path) -> float:
