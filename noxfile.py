@@ -81,6 +81,15 @@ def lightning_scripts(session: nox.Session) -> None:
 
 
 @nox.session
+def self_healing(session: nox.Session) -> None:
+    """Restarts (xtrain launcher, torchrun), a deterministic failure and an elastic 2 -> 1 torchrun job, with real
+    processes (tests_integration/test_self_healing.py, about 4 minutes). Not in the default set."""
+    session.install("-c", TORCH, "torch==2.13.0", *_editable("cli", "test", "tensorboard"), "pytest-timeout")
+    session.run("pytest", "tests_integration/test_self_healing.py", "-m", "self_healing", "-s", *session.posargs,
+                env={"XTRAIN_SELF_HEALING_TESTS": "1"})
+
+
+@nox.session
 def build(session: nox.Session) -> None:
     """Build every wheel and sdist, then prove xtrain-core's wheel alone (plus torch) trains on CPU."""
     session.install("build>=1.2", "hatchling>=1.25")

@@ -386,6 +386,32 @@ class Engine:
                 state[key] = saved  # type: ignore[index]
         return checkpoint
 
+    def run_dir(self, root: str | Path, *, run_name: str | None = None) -> Path:
+        """This run's checkpoint directory, ``root/<run identity>``, the same on every attempt of the run.
+
+        The identity is ``run_name``, else the one the launcher gives (``XTRAIN_RUN_ID``, torchrun's run id,
+        SLURM's job id); with none, a :class:`~xtrain.core.errors.ConfigError` says how to name the run.
+        """
+        from xtrain.core._internal.auto_resume import run_directory
+
+        return run_directory(root, run_name)
+
+    def resume(self, directory: str | Path, state: dict[str, Any], *, strict: bool = True) -> dict[str, Any] | None:
+        """The Engine's ``ckpt_path="auto"``: load the newest complete checkpoint in ``directory`` into ``state``.
+
+        Torn saves are skipped (and logged). Returns what :meth:`load` returns, or ``None`` (logged) when there is
+        no checkpoint yet and the run starts fresh. Every rank must call it; rank 0 chooses.
+        """
+        from xtrain.core._internal.auto_resume import newest_in
+
+        found = newest_in(directory) if self.is_global_zero else None
+        chosen = self.broadcast(str(found) if found else None)
+        if chosen is None:
+            self.print(f"Engine.resume: no complete checkpoint in {directory}: starting fresh")
+            return None
+        self.print(f"Engine.resume: resuming from {chosen}")
+        return self.load(chosen, state, strict=strict)
+
     def _plan_load(self, path: str, checkpoint: dict[str, Any], state: Mapping[str, Any], *,
                    strict: bool) -> RestorePlan:
         """Compare every entry ``state`` names with its target before anything is loaded (all or nothing)."""

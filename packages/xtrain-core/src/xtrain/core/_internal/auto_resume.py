@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from xtrain.core.launcher import Launcher
     from xtrain.core.trainer import Trainer
 
-__all__ = ["Healing", "WorldSizePolicy", "check_auto", "newest_complete", "note_failure", "parse_healing",
-           "resolve_auto", "start_attempt"]
+__all__ = ["Healing", "WorldSizePolicy", "check_auto", "newest_complete", "newest_in", "note_failure",
+           "parse_healing", "resolve_auto", "run_directory", "start_attempt"]
 
 WorldSizePolicy = Literal["keep_per_rank_batch", "keep_global_batch"]
 _EXTERNAL_RESTARTERS = ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", RESTART_COUNT_ENV)
@@ -91,6 +91,21 @@ def resolve_auto(trainer: Trainer, healing: Healing) -> str | None:
         chosen = str(found) if found else None
         _announce(identity, chosen, dirs)
     return trainer.strategy.broadcast(chosen)
+
+
+def run_directory(root: str | os.PathLike[str], run_name: str | None) -> Path:
+    """``root/<run identity>``: the Engine's counterpart of the Trainer's run directory."""
+    identity = run_identity(run_name)
+    if identity is None:
+        raise ConfigError("run_name", run_name, "is needed: nothing names this run, so a restart could not find "
+                          "its own checkpoints.", fix="pass run_name='my-run', set XTRAIN_RUN_ID, or launch with "
+                          "torchrun (--rdzv-id) or SLURM.")
+    return Path(root) / identity.name
+
+
+def newest_in(directory: str | os.PathLike[str]) -> Path | None:
+    """The newest complete checkpoint in ``directory`` (``None``: none, or no such directory), logging skips."""
+    return newest_complete(_candidates([Path(directory)]))
 
 
 def _candidates(dirs: Iterable[Path]) -> list[Path]:
