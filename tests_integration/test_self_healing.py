@@ -72,8 +72,8 @@ def test_xtrain_launcher_restarts_after_a_sigkill_and_matches_an_uninterrupted_r
     assert re.search(r"ckpt_path='auto': resuming run 'restart-group-\w+' \(from XTRAIN_RUN_ID\), restart 1", out)
     assert "finished at epoch 3 step 24" in out
     assert_bitwise_equal(reference, tmp_path / "out.pt")
-    assert [p.name for p in (tmp_path / "run" / "xtrain_logs").iterdir()][0].startswith("restart-group-")
-    assert len(list((tmp_path / "run" / "xtrain_logs").iterdir())) == 1, "both attempts log into one directory"
+    dirs = [p.name for p in (tmp_path / "run" / "xtrain_logs").iterdir()]
+    assert len(dirs) == 1 and dirs[0].startswith("restart-group-"), "both attempts log into one directory"
     print("xtrain launcher:", restart_cost(out, started))
 
 

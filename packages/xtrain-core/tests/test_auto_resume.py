@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 import torch
-from checkpoint_helpers import to_sharded
 
+from checkpoint_helpers import to_sharded
 from xtrain.core import ConfigError, Engine, Trainer, seed_everything
 from xtrain.core._internal.auto_resume import newest_complete
 from xtrain.core._internal.elastic import adapt_to_world_size
