@@ -22,6 +22,7 @@ import torch.distributed as dist
 from typing_extensions import override
 
 from xtrain.core._internal import collective_check
+from xtrain.core._internal.attempt_store import attempt_store
 from xtrain.core._internal.pickling import object_to_tensor, tensor_to_object
 from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.core._internal.watchdog import Watchdog
@@ -131,7 +132,7 @@ class ParallelStrategy(Strategy, ABC):
             os.environ["MASTER_ADDR"] = env.main_address
             os.environ["MASTER_PORT"] = str(env.main_port)
             dist.init_process_group(self.backend, rank=self.global_rank, world_size=self.world_size,
-                                    timeout=self.timeout)
+                                    timeout=self.timeout, store=attempt_store(self.timeout))
             # Kept for later fits in this process, destroyed at exit: a group left to static destructors can
             # abort the process ("terminate called without an active exception") after training succeeded.
             atexit.register(self._release_at_exit)
