@@ -23,6 +23,7 @@ def attempt_store(timeout: timedelta) -> Any:
     import torch.distributed as dist
 
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
-                          timeout=timeout)
-    return dist.PrefixStore(f"xtrain/attempt_{attempt}/world_{os.environ.get('WORLD_SIZE', '')}/", store)
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),  # type: ignore[attr-defined]
+                          is_master=False, timeout=timeout)
+    return dist.PrefixStore(  # type: ignore[attr-defined]
+        f"xtrain/attempt_{attempt}/world_{os.environ.get('WORLD_SIZE', '')}/", store)
