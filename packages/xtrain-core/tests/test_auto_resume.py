@@ -184,3 +184,10 @@ def test_a_global_batch_that_cannot_split_over_the_new_ranks_is_refused() -> Non
     with pytest.raises(ConfigError, match="cannot keep the global batch of 3"):
         adapt_to_world_size(TwoRanks(), "keep_global_batch",  # type: ignore[arg-type]
                             {"xtrain": {"world_size": 3}, "global_batches": 3})
+
+
+def test_a_version_you_fixed_is_kept(tmp_path: Path) -> None:
+    from xtrain.core.loggers import CSVLogger
+
+    trainer = fit(tmp_path, max_steps=1, run_name="exp", logger=CSVLogger(tmp_path, version=3))
+    assert trainer.log_dir == tmp_path / "xtrain_logs" / "version_3"
