@@ -163,7 +163,9 @@ def test_module_services() -> None:
     assert module.dtype == torch.float32 and module.loggers == [] and module.logger is None
     assert module.local_rank == 0 and module.current_epoch == 0
     data = {"x": torch.ones(2)}
-    assert module.all_gather(data) is data
+    assert module.all_gather(data)["x"] is data["x"]
+    gathered = module.all_gather({"loss": 0.5, "n": [3, torch.ones(1)]})  # numbers become tensors, as Lightning's
+    assert torch.equal(gathered["loss"], torch.tensor(0.5)) and torch.equal(gathered["n"][0], torch.tensor(3))
     module.freeze()
     assert not module.training and not any(p.requires_grad for p in module.parameters())
     module.unfreeze()
@@ -604,3 +606,18 @@ def test_test_without_a_model_after_fit_uses_the_best_checkpoint(tmp_path: Path)
     assert not torch.equal(module.net[0].weight, best["state_dict"]["net.0.weight"])
     trainer.test(dataloaders=val, verbose=False)
     assert torch.equal(module.net[0].weight, best["state_dict"]["net.0.weight"])
+
+
+def test_engine_collectives_take_numbers_and_collections() -> None:
+    from xtrain.core import Engine
+
+    engine = Engine(accelerator="cpu", devices=1)
+    engine.launch()
+    total = 0.0
+    for value in (1.5, 2.5):  # a script's running loss as a Python float, gathered then summed
+        total += value
+    gathered = engine.all_gather({"loss": total, "parts": (torch.ones(2), 4)})
+    assert gathered["loss"].sum().item() == 4.0 and gathered["parts"][0].shape == (1, 2)
+    assert gathered["parts"][1].tolist() == [4]
+    reduced = engine.all_reduce([1.0, torch.tensor(3.0)], reduce_op="sum")
+    assert [r.item() for r in reduced] == [1.0, 3.0]

@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeVar, overload
 import torch
 from torch import nn
 
+from xtrain.core._internal.apply import apply_to_tensors, numbers_to_tensors
 from xtrain.core._internal.data import prepare_dataloader, resumable_sampler
 from xtrain.core._internal.engine_module import EngineModule, unwrap
 from xtrain.core._internal.hang import DEFAULT_HANG_TIMEOUT, parse_hang_timeout
@@ -305,16 +306,16 @@ class Engine:
         return self._strategy.clip_gradients(optimizer, value=value, algorithm=algorithm)
 
     # -- collectives ------------------------------------------------------------------------------------------------
-    def all_reduce(self, tensor: torch.Tensor | float, reduce_op: ReduceOp = "mean") -> torch.Tensor:
-        """Reduce across ranks; a plain number becomes a tensor on this rank's device first."""
-        return self._strategy.reduce(self._as_tensor(tensor), op=reduce_op)
+    def all_reduce(self, tensor: Any, reduce_op: ReduceOp = "mean") -> Any:
+        """Reduce across ranks: a tensor, a plain number, or a nested collection of them (numbers become tensors
+        on this rank's device first)."""
+        return apply_to_tensors(numbers_to_tensors(tensor, self.device),
+                                lambda t: self._strategy.reduce(t, op=reduce_op))
 
-    def all_gather(self, tensor: torch.Tensor | float) -> torch.Tensor:
-        """Stack every rank's value; a plain number becomes a tensor on this rank's device first."""
-        return self._strategy.all_gather(self._as_tensor(tensor))
-
-    def _as_tensor(self, value: torch.Tensor | float) -> torch.Tensor:
-        return value if isinstance(value, torch.Tensor) else torch.as_tensor(value, device=self.device)
+    def all_gather(self, tensor: Any) -> Any:
+        """Stack every rank's value along a new first dimension: a tensor, a plain number, or a nested collection
+        of them (numbers become tensors on this rank's device first)."""
+        return apply_to_tensors(numbers_to_tensors(tensor, self.device), self._strategy.all_gather)
 
     def broadcast(self, obj: _T, src: int = 0) -> _T:
         return self._strategy.broadcast(obj, src)

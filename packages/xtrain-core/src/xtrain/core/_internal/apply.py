@@ -8,7 +8,7 @@ from typing import TypeVar
 
 import torch
 
-__all__ = ["apply_to_tensors", "move_to_device"]
+__all__ = ["apply_to_tensors", "move_to_device", "numbers_to_tensors"]
 
 _T = TypeVar("_T")
 
@@ -27,6 +27,23 @@ def apply_to_tensors(data: _T, fn: Callable[[torch.Tensor], torch.Tensor]) -> _T
     if dataclasses.is_dataclass(data) and not isinstance(data, type):
         changes = {f.name: apply_to_tensors(getattr(data, f.name), fn) for f in dataclasses.fields(data) if f.init}
         return dataclasses.replace(data, **changes)  # type: ignore[type-var]
+    return data
+
+
+def numbers_to_tensors(data: _T, device: torch.device) -> _T:
+    """Turn every plain ``int``/``float``/``bool`` leaf of ``data`` into a tensor on ``device`` (collectives take
+    numbers and nested collections of them, as Lightning's do); tensors are moved to ``device``."""
+    if isinstance(data, (bool, int, float)):
+        return torch.tensor(data, device=device)  # type: ignore[return-value]
+    if isinstance(data, torch.Tensor):
+        return data.to(device)  # type: ignore[return-value]
+    if isinstance(data, (list, tuple)):
+        items = [numbers_to_tensors(d, device) for d in data]
+        if isinstance(data, tuple) and hasattr(data, "_fields"):
+            return type(data)(*items)  # type: ignore[return-value]
+        return type(data)(items)  # type: ignore[call-arg]
+    if isinstance(data, Mapping):
+        return type(data)({k: numbers_to_tensors(v, device) for k, v in data.items()})  # type: ignore[call-arg]
     return data
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 import torch
 from torch import nn
 
-from xtrain.core._internal.apply import apply_to_tensors, move_to_device
+from xtrain.core._internal.apply import apply_to_tensors, move_to_device, numbers_to_tensors
 
 if TYPE_CHECKING:
     from xtrain.core.loggers.logger import Logger
@@ -84,10 +84,12 @@ class ModuleApiMixin(nn.Module):
     def all_gather(self, data: Any, group: Any = None, sync_grads: bool = False) -> Any:
         """Gather tensors (nested in lists, tuples, dicts) from every rank, stacked along a new first dimension.
 
-        In a single process the data comes back unchanged. With ``sync_grads`` gradients flow back through the
-        gather to every rank's inputs.
+        Plain numbers become tensors on the module's device; in a single process the data is otherwise returned as
+        it is. With ``sync_grads`` gradients flow back through the gather to every rank's inputs.
         """
         trainer = self._attached_trainer()
+        device = next((p.device for p in self.parameters()), torch.device("cpu"))
+        data = numbers_to_tensors(data, device)
         if trainer is None or trainer.world_size == 1:
             return data
         if group is not None:
