@@ -534,7 +534,7 @@ def test_xtrain_cli_from_a_script(tmp_path: Path) -> None:
     assert cli.trainer.global_step == 2
     cli = XtrainCLI(TinyClassifier, TinyData, trainer_defaults={"max_steps": 3, "logger": False,
                                                                 "enable_progress_bar": False,
-                                                                "default_root_dir": str(tmp_path)},
+                                                                "default_root_dir": str(tmp_path / "second")},
                     args=["fit", "--model.lr", "0.2"])
     assert cli.subcommand == "fit" and cli.trainer.global_step == 3 and cli.model.hparams.lr == 0.2
 
@@ -621,3 +621,46 @@ def test_engine_collectives_take_numbers_and_collections() -> None:
     assert gathered["parts"][1].tolist() == [4]
     reduced = engine.all_reduce([1.0, torch.tensor(3.0)], reduce_op="sum")
     assert [r.item() for r in reduced] == [1.0, 3.0]
+
+
+def test_xtrain_cli_callback_objects_in_trainer_defaults_and_saved_config(tmp_path: Path) -> None:
+    import yaml
+
+    from xtrain.core import Callback
+    from xtrain.core.cli import SaveConfigCallback, XtrainCLI
+
+    class CountBatches(Callback):
+        def __init__(self) -> None:
+            self.batches = 0
+
+        def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+            self.batches += 1
+
+    counter = CountBatches()
+    defaults = {"callbacks": counter, "max_steps": 3, "enable_progress_bar": False, "default_root_dir": str(tmp_path)}
+    cli = XtrainCLI(TinyClassifier, TinyData, run=False, trainer_defaults=defaults, args=["--model.lr", "0.3"])
+    cli.trainer.fit(cli.model, cli.datamodule)
+    assert counter.batches == 3
+    saved = yaml.safe_load((Path(cli.trainer.log_dir) / "config.yaml").read_text())
+    assert saved["model"]["lr"] == 0.3 and saved["trainer"]["max_steps"] == 3
+
+    sent: list[str] = []
+
+    class AlsoElsewhere(SaveConfigCallback):
+        def save_config(self, trainer: Any, module: Any, stage: str) -> None:
+            sent.append(stage)
+
+    logger_args = ["--trainer.logger", "false"]  # log_dir is default_root_dir: the second run finds the first's file
+    for overwrite in (True, False):
+        cli = XtrainCLI(TinyClassifier, TinyData, run=False, trainer_defaults=defaults, args=logger_args,
+                        save_config_callback=AlsoElsewhere, save_config_kwargs={"overwrite": overwrite,
+                                                                                "config_filename": "run.yaml"})
+        if overwrite:
+            cli.trainer.fit(cli.model, cli.datamodule)
+            assert sent == ["fit"] and (tmp_path / "run.yaml").is_file()
+        else:
+            with pytest.raises(ConfigError, match="already exists"):
+                cli.trainer.fit(cli.model, cli.datamodule)
+    cli = XtrainCLI(TinyClassifier, TinyData, run=False, trainer_defaults=defaults, args=logger_args,
+                    save_config_callback=None)
+    assert not any(type(c).__name__ == "SaveConfigCallback" for c in cli.trainer.callbacks)

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from xtrain.core._internal.cli.app import XtrainCLI
+    from xtrain.core._internal.cli.save_config import SaveConfigCallback
 
-__all__ = ["XtrainCLI", "main"]
+__all__ = ["SaveConfigCallback", "XtrainCLI", "main"]
 
 
 def __getattr__(name: str) -> Any:
@@ -16,6 +17,10 @@ def __getattr__(name: str) -> Any:
         from xtrain.core._internal.cli.app import XtrainCLI
 
         return XtrainCLI
+    if name == "SaveConfigCallback":
+        from xtrain.core._internal.cli.save_config import SaveConfigCallback
+
+        return SaveConfigCallback
     raise AttributeError(f"module 'xtrain.core.cli' has no attribute {name!r}")
 
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from xtrain.core._internal.cli.main import _STAGES, _stage_parser, build_objects
+from xtrain.core._internal.cli.save_config import SaveConfigCallback
 
 __all__ = ["XtrainCLI"]
 
@@ -23,7 +24,11 @@ class XtrainCLI:
             TrainModule chosen by ``--model.class_path``).
         datamodule_class: The same for ``--data.*``.
         trainer_class: The Trainer class to build.
-        trainer_defaults: Defaults for Trainer arguments (``{"max_epochs": 5}``).
+        save_config_callback: The callback class that saves the parsed configuration as ``config.yaml`` in the
+            log directory (``None``: save nothing).
+        save_config_kwargs: Its options (``{"overwrite": True}`` to replace a config already there).
+        trainer_defaults: Defaults for Trainer arguments (``{"max_epochs": 5}``). Callback objects under
+            ``"callbacks"`` are added to the Trainer's callbacks (a config file cannot hold objects).
         seed_everything_default: The default of ``--seed_everything``.
         parser_kwargs: Extra arguments of the ``jsonargparse.ArgumentParser`` (e.g. ``default_config_files``).
         subclass_mode_model: Take ``--model.class_path`` of any subclass of ``model_class``.
@@ -40,7 +45,8 @@ class XtrainCLI:
     """
 
     def __init__(self, model_class: type | None = None, datamodule_class: type | None = None, *,
-                 trainer_class: type | None = None, trainer_defaults: Mapping[str, Any] | None = None,
+                 save_config_callback: type[SaveConfigCallback] | None = SaveConfigCallback,
+                 save_config_kwargs: Mapping[str, Any] | None = None, trainer_class: type | None = None, trainer_defaults: Mapping[str, Any] | None = None,
                  seed_everything_default: int | bool = True, parser_kwargs: Mapping[str, Any] | None = None,
                  subclass_mode_model: bool = False, subclass_mode_data: bool = False,
                  args: list[str] | Mapping[str, Any] | None = None, run: bool = True) -> None:
@@ -50,7 +56,14 @@ class XtrainCLI:
                                    "subclass_mode_model": subclass_mode_model, "subclass_mode_data": subclass_mode_data,
                                    "trainer_class": trainer_class, "seed_default": seed_everything_default,
                                    "exit_on_error": True, **dict(parser_kwargs or {})}
-        defaults = {f"trainer.{k}": v for k, v in (trainer_defaults or {}).items()}
+        defaults = {f"trainer.{k}": v for k, v in (trainer_defaults or {}).items() if k != "callbacks"}
+        given = (trainer_defaults or {}).get("callbacks") or []
+        extra_callbacks = list(given) if isinstance(given, (list, tuple)) else [given]
+        save_options = dict(save_config_kwargs or {})
+
+        def save_config(parser: Any, config: Any) -> SaveConfigCallback:
+            assert save_config_callback is not None
+            return save_config_callback(parser, config, **save_options)
 
         def stage_parser(stage: str) -> Any:
             parser = _stage_parser(stage, **options)
@@ -74,7 +87,8 @@ class XtrainCLI:
         self.model, self.datamodule, self.trainer = build_objects(
             used, self.config, model_class=model_class if not subclass_mode_model else None,
             data_class=datamodule_class if not subclass_mode_data else None, trainer_class=trainer_class,
-            with_optimizer=self.subcommand in (None, "fit"))
+            with_optimizer=self.subcommand in (None, "fit"), extra_callbacks=extra_callbacks,
+            save_config=save_config if save_config_callback is not None else None)
         if self.subcommand is not None:
             kwargs: dict[str, Any] = {"datamodule": self.datamodule, "ckpt_path": self.config.ckpt_path}
             getattr(self.trainer, self.subcommand)(self.model, **kwargs)

@@ -1,20 +1,11 @@
-"""Turning parsed configuration into objects, and saving it beside the run."""
+"""Turning parsed configuration into objects."""
 
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from typing_extensions import override
-
-from xtrain.core.callbacks.callback import Callback
-
-if TYPE_CHECKING:
-    from xtrain.core.module import TrainModule
-    from xtrain.core.trainer import Trainer
-
-__all__ = ["SaveConfig", "class_from_path", "instantiate"]
+__all__ = ["class_from_path", "instantiate"]
 
 
 def class_from_path(path: str) -> Any:
@@ -49,26 +40,3 @@ def instantiate(cfg: Any, *, as_kwargs: bool = False) -> Any:
     if as_kwargs:
         return {k: _build(v) for k, v in data.items()}
     return _build(data)
-
-
-class SaveConfig(Callback):
-    """Writes the resolved configuration to ``<log_dir>/config.yaml`` on global rank 0 when the run starts."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.path: Path | None = None
-
-    @property
-    @override
-    def state_key(self) -> str:
-        return "SaveConfig"
-
-    def _save(self, trainer: Trainer) -> None:
-        if trainer.is_global_zero:
-            self.path = Path(trainer.log_dir) / "config.yaml"
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.write_text(self.text)
-
-    @override
-    def on_fit_start(self, trainer: Trainer, module: TrainModule) -> None:
-        self._save(trainer)

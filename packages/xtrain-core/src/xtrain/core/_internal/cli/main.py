@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from argparse import ArgumentError
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -133,11 +134,17 @@ def _optimizer_patch(module: Any, optimizer: Any, scheduler: Any) -> None:
 
 
 def build_objects(stage_parser: Any, cfg: Any, *, model_class: type | None = None, data_class: type | None = None,
-                  trainer_class: type | None = None, with_optimizer: bool = True) -> tuple[Any, Any, Any]:
-    """Seed, then build the module, the data module (or ``None``) and the Trainer that ``cfg`` describes."""
+                  trainer_class: type | None = None, with_optimizer: bool = True,
+                  extra_callbacks: list[Any] | None = None,
+                  save_config: Callable[[Any, Any], Any] | None = None) -> tuple[Any, Any, Any]:
+    """Seed, then build the module, the data module (or ``None``) and the Trainer that ``cfg`` describes.
+
+    ``extra_callbacks`` (callback objects, which a config cannot hold) join the configured ones; ``save_config``
+    builds the callback that saves the configuration from ``(parser, config)``, ``None`` to save none.
+    """
     import random
 
-    from xtrain.core._internal.cli.instantiate import SaveConfig, instantiate
+    from xtrain.core._internal.cli.instantiate import instantiate
     from xtrain.core.seed import seed_everything
     from xtrain.core.trainer import Trainer
 
@@ -151,8 +158,10 @@ def build_objects(stage_parser: Any, cfg: Any, *, model_class: type | None = Non
     data = _build_part(cfg.data, data_class) if cfg.get("data") else None
     trainer_kwargs = instantiate(cfg.trainer, as_kwargs=True)
     callbacks = trainer_kwargs.get("callbacks") or []
-    callbacks = list(callbacks) if isinstance(callbacks, (list, tuple)) else [callbacks]
-    trainer_kwargs["callbacks"] = [*callbacks, SaveConfig(stage_parser.dump(cfg, skip_none=False))]
+    callbacks = [*(callbacks if isinstance(callbacks, (list, tuple)) else [callbacks]), *(extra_callbacks or [])]
+    if save_config is not None:
+        callbacks.append(save_config(stage_parser, cfg))
+    trainer_kwargs["callbacks"] = callbacks
     trainer = (trainer_class or Trainer)(**trainer_kwargs)
     if with_optimizer and cfg.get("optimizer"):
         _optimizer_patch(module, cfg.optimizer, cfg.get("lr_scheduler"))
@@ -169,7 +178,10 @@ def _build_part(cfg: Any, cls: type | None) -> Any:
 
 def _run_stage(parser: Any, stage: str, cfg: Any) -> int:
     stage_parser = _stage_parser(stage)
-    module, data, trainer = build_objects(stage_parser, cfg, with_optimizer=stage == "fit")
+    from xtrain.core._internal.cli.save_config import SaveConfigCallback
+
+    module, data, trainer = build_objects(stage_parser, cfg, with_optimizer=stage == "fit",
+                                          save_config=lambda p, c: SaveConfigCallback(p, c, overwrite=True))
     kwargs: dict[str, Any] = {"datamodule": data, "ckpt_path": cfg.ckpt_path}
     if stage in ("validate", "test"):
         kwargs["verbose"] = False  # the results are printed below, one line per dataloader

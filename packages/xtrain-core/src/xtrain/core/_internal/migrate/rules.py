@@ -91,6 +91,8 @@ RULES: tuple[Rule, ...] = (
     _r(N, f"{_PL}.cli_lightning_logo", None, "prints Lightning's logo; the call is removed", action=DROP),
     _r(N, f"{_PL}.cli.LightningCLI", "xtrain.core.cli.XtrainCLI", "same layout of the YAML config; or run the "
                                                                  "`xtrain fit --config ...` command"),
+    _r(N, f"{_PL}.cli.SaveConfigCallback", "xtrain.core.cli.SaveConfigCallback", "the same options and "
+                                                                               "save_config hook"),
     _r(N, f"{_PL}.cli.LightningArgumentParser", None, "use jsonargparse.ArgumentParser"),
     _r(N, f"{_PL}.core.mixins.HyperparametersMixin", None, "TrainModule and DataModule have save_hyperparameters"),
     _r(N, f"{_CB}.TQDMProgressBar", "xtrain.core.callbacks.ProgressBar", "refresh_rate (batches) becomes "
@@ -197,9 +199,11 @@ RULES: tuple[Rule, ...] = (
     _r(AR, "RichProgressBar(refresh_rate=)", None, "the bar refreshes by time (refresh_interval, seconds)",
        action=DROP),
     _r(AR, "RichProgressBar(leave=)", None, "the finished bar stays", action=DROP),
-    _r(AR, "LightningCLI(save_config_kwargs=)", None, "the config is always written beside the logs, replacing an "
-                                                     "older one", action=DROP),
-    _r(AR, "LightningCLI(save_config_callback=)", None, "the config is always saved; remove the argument"),
+    _r(AR, "LightningCLI(save_config_kwargs=)", "save_config_kwargs", "config_filename, overwrite, multifile, "
+                                                                     "save_to_log_dir", action=SAME),
+    _r(AR, "LightningCLI(save_config_callback=)", "save_config_callback", "None saves no config; a subclass of "
+                                                                         "SaveConfigCallback overrides save_config",
+       action=SAME),
     _r(AR, "LightningCLI(auto_configure_optimizers=)", None, "--optimizer/--lr_scheduler are always available; "
                                                             "remove the argument"),
     _r(AR, "LightningCLI(env_parse=)", None, "pass parser_kwargs={\"default_env\": True}"),
