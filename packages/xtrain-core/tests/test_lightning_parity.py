@@ -664,3 +664,28 @@ def test_xtrain_cli_callback_objects_in_trainer_defaults_and_saved_config(tmp_pa
     cli = XtrainCLI(TinyClassifier, TinyData, run=False, trainer_defaults=defaults, args=logger_args,
                     save_config_callback=None)
     assert not any(type(c).__name__ == "SaveConfigCallback" for c in cli.trainer.callbacks)
+
+
+def test_fit_loop_setup_data_and_counts_for_scripts() -> None:
+    seen: dict[str, Any] = {}
+
+    class SizedByLoader(TinyClassifier):
+        def configure_optimizers(self) -> Any:
+            self.trainer.fit_loop.setup_data()  # size a per-step schedule from the loader, before fit loads it
+            per_epoch = len(self.trainer.train_dataloader)
+            seen["per_epoch"], seen["max_epochs"] = per_epoch, self.trainer.fit_loop.max_epochs
+            optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+            scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, epochs=2, steps_per_epoch=per_epoch)
+            return [optimizer], [{"scheduler": scheduler, "interval": "step"}]
+
+        def on_train_epoch_end(self) -> None:
+            loop = self.trainer.fit_loop
+            seen.setdefault("ends", []).append((loop.epoch_progress.current.completed, loop.total_batch_idx))
+
+    trainer = quiet(max_epochs=2)
+    trainer.fit(SizedByLoader(), TinyData())
+    n = int(trainer.num_training_batches)  # limit_train_batches of quiet(); the loader itself is longer
+    assert seen["per_epoch"] == len(trainer.train_dataloader) > 1 and seen["max_epochs"] == 2
+    assert seen["ends"] == [(0, n), (1, 2 * n)] and trainer.fit_loop.epoch_progress.current.completed == 2
+    trainer.fit_loop.max_epochs = 3  # scripts raise the limit to train on
+    assert trainer.max_epochs == 3

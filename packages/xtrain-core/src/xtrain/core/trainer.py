@@ -40,6 +40,7 @@ from xtrain.core._internal.data import (
     resumable_sampler,
     warn_empty_eval,
 )
+from xtrain.core._internal.fit_loop_view import FitLoopView
 from xtrain.core._internal.hang import DEFAULT_HANG_TIMEOUT, parse_hang_timeout
 from xtrain.core._internal.hook_overrides import step_scheduler
 from xtrain.core._internal.hooks import HookDispatcher
@@ -299,6 +300,11 @@ class Trainer:
         from xtrain.core._internal.estimates import estimated_stepping_batches
 
         return estimated_stepping_batches(self)
+
+    @property
+    def fit_loop(self) -> FitLoopView:
+        """What Lightning scripts read of ``trainer.fit_loop`` (``setup_data()``, ``max_epochs``, batch counts)."""
+        return FitLoopView(self, self._progress, lambda: self._setup_dataloaders("fit"))
 
     @property
     def logger(self) -> Logger | None:
