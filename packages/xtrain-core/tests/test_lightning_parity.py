@@ -689,3 +689,22 @@ def test_fit_loop_setup_data_and_counts_for_scripts() -> None:
     assert seen["ends"] == [(0, n), (1, 2 * n)] and trainer.fit_loop.epoch_progress.current.completed == 2
     trainer.fit_loop.max_epochs = 3  # scripts raise the limit to train on
     assert trainer.max_epochs == 3
+
+
+def test_log_every_n_steps_counts_batches_under_manual_optimization(tmp_path: Path) -> None:
+    import csv
+
+    from xtrain.core import CSVLogger
+
+    class LogsLoss(TwoOptimizers):
+        def training_step(self, batch: Any, batch_idx: int) -> None:
+            super().training_step(batch, batch_idx)
+            self.log("seen", float(batch_idx))
+
+    logger = CSVLogger(tmp_path)
+    trainer = quiet(max_epochs=1, limit_train_batches=6, logger=logger, log_every_n_steps=2)
+    trainer.fit(LogsLoss(), tiny_loaders()[0])
+    assert trainer.global_step == 12  # two optimizer steps a batch...
+    rows = [r for r in csv.DictReader(logger.metrics_file.open()) if r.get("seen")]
+    # ...but the logs come every 2nd batch (3 rows, not 6) and their step counts batches
+    assert [(r["step"], float(r["seen"])) for r in rows] == [("2", 1.0), ("4", 3.0), ("6", 5.0)]

@@ -622,14 +622,16 @@ class Trainer:
             self._val_clock.reset()
         run_evaluation(self, "validate", self.val_dataloaders, self._val_limits)
 
-    def _after_optimizer_step(self, stepped: bool = True) -> None:
+    def _after_optimizer_step(self, stepped: bool = True, log_count: int | None = None) -> None:
+        """``log_count``: the count that paces logging and is the logged step (default ``global_step``)."""
         if stepped and self.lr_scheduler_configs:
             self._step_schedulers("step")
-        if self.loggers and self.global_step % self.log_every_n_steps == 0:
+        count = self.global_step if log_count is None else log_count
+        if self.loggers and count % self.log_every_n_steps == 0:
             metrics = self._metrics.step_metrics_for_logger()
             if metrics and self.is_global_zero:
                 for logger in self.loggers:
-                    logger.log_metrics({"epoch": float(self.current_epoch), **metrics}, self.global_step)
+                    logger.log_metrics({"epoch": float(self.current_epoch), **metrics}, count)
 
     def _step_schedulers(self, interval: Literal["epoch", "step"]) -> None:
         if self._schedulers_resumed:

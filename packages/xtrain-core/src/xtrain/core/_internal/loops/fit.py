@@ -172,8 +172,8 @@ class FitLoop:
             output = strategy.run_step("training_step", *self._step_args(batch, batch_idx, 0))
             steps = sum(opt.steps for opt in optimizers) - before
             t._progress.global_step += steps
-            if steps:
-                t._after_optimizer_step(stepped=False)
+            # Logging counts batches here, as Lightning's does: two optimizers still log every n batches.
+            t._after_optimizer_step(stepped=False, log_count=t._progress.total_batches + 1)
             return output, steps > 0
         accumulate = t.accumulate_grad_batches
         accumulating = accumulate > 1 and (batch_idx + 1) % accumulate != 0 and not last
