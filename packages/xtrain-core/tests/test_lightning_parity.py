@@ -708,3 +708,47 @@ def test_log_every_n_steps_counts_batches_under_manual_optimization(tmp_path: Pa
     rows = [r for r in csv.DictReader(logger.metrics_file.open()) if r.get("seen")]
     # ...but the logs come every 2nd batch (3 rows, not 6) and their step counts batches
     assert [(r["step"], float(r["seen"])) for r in rows] == [("2", 1.0), ("4", 3.0), ("6", 5.0)]
+
+
+def test_max_steps_mid_epoch_saves_that_epoch_and_best_resolves(tmp_path: Path) -> None:
+    from xtrain.core import ModelCheckpoint
+
+    train, val = tiny_loaders()
+    trainer = quiet(max_steps=3, limit_train_batches=8, enable_checkpointing=True, default_root_dir=tmp_path)
+    module = TinyClassifier()
+    trainer.fit(module, train, val)  # stops inside epoch 0; no monitor: "best" is the last one saved
+    assert Path(trainer.checkpoint_callback.best_model_path).name == "epoch=0-step=3.ckpt"  # type: ignore[union-attr]
+    assert trainer.test(ckpt_path="best", dataloaders=val, verbose=False)[0]
+
+    monitored = ModelCheckpoint(tmp_path / "monitored", monitor="val_loss")
+    quiet(max_steps=3, limit_train_batches=8, callbacks=[monitored]).fit(TinyClassifier(), train, val)
+    assert monitored.best_model_path == ""  # nothing validated yet: nothing to rank, so nothing saved
+
+
+def test_learning_rate_monitor_values_reach_callback_metrics(tmp_path: Path) -> None:
+    from xtrain.core import CSVLogger, LearningRateMonitor, ModelCheckpoint
+
+    class Halving(TinyClassifier):
+        def configure_optimizers(self) -> Any:
+            optimizer = torch.optim.SGD(self.parameters(), lr=0.4)
+            return [optimizer], [torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)]
+
+    # a checkpoint name may use the learning rate, as it can in Lightning
+    names = ModelCheckpoint(tmp_path / "ckpts", filename="{epoch}-{lr-SGD:.2f}", save_top_k=-1)
+    trainer = quiet(max_epochs=2, logger=CSVLogger(tmp_path), callbacks=[LearningRateMonitor("epoch"), names])
+    trainer.fit(Halving(), tiny_loaders()[0])
+    assert float(trainer.callback_metrics["lr-SGD"]) == pytest.approx(0.2)
+    assert sorted(p.name for p in (tmp_path / "ckpts").iterdir()) == ["epoch=0-lr-SGD=0.40.ckpt",
+                                                                      "epoch=1-lr-SGD=0.20.ckpt"]
+
+
+def test_callback_metrics_hold_the_last_stages_results() -> None:
+    module = TinyClassifier()
+    train, val = tiny_loaders()
+    trainer = quiet(max_epochs=1)
+    trainer.fit(module, train, val)
+    assert {"train_loss", "val_loss"} <= set(trainer.callback_metrics)
+    results = trainer.test(module, val, verbose=False)
+    assert set(trainer.callback_metrics) == set(results[0]) == {"test_loss", "test_acc"}
+    trainer.validate(module, val, verbose=False)
+    assert set(trainer.callback_metrics) == {"val_loss", "val_acc"}

@@ -563,6 +563,7 @@ class Trainer:
                 logger.log_hyperparams(params)
 
     def _run_stage(self, stage: Stage) -> Any:
+        self._metrics.callback_metrics.clear()  # as in Lightning: after test() they are the test's results
         if stage == "predict":
             return run_predict(self, self.val_dataloaders, self._val_limits)
         if stage in ("validate", "test"):

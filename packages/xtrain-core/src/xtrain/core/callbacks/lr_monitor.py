@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
+import torch
 from typing_extensions import override
 
 from xtrain.core.callbacks.callback import Callback
@@ -50,8 +51,11 @@ class LearningRateMonitor(Callback):
         return out
 
     def _log(self, trainer: Trainer) -> None:
+        values = self.values(trainer)
+        # Every rank sees them in callback_metrics (as Lightning's monitor puts them there), e.g. for a filename.
+        device = trainer.strategy.root_device
+        trainer.callback_metrics.update({k: torch.tensor(v, device=device) for k, v in values.items()})
         if trainer.is_global_zero and trainer.loggers:
-            values = self.values(trainer)
             for logger in trainer.loggers:
                 logger.log_metrics(values, trainer.global_step)
 

@@ -156,10 +156,19 @@ class ModelCheckpoint(Callback):
 
     @override
     def on_train_end(self, trainer: Trainer, module: TrainModule) -> None:
+        if self._stopped_mid_epoch_by_max_steps(trainer):
+            # As Lightning, whose epoch end also runs when max_steps cuts an epoch short: that epoch is saved.
+            self._save(trainer, epoch=trainer.current_epoch)
         if self.save_last and self._saved_step != trainer.global_step and not trainer.fast_dev_run:
             self._write(trainer, [])
         trainer.strategy.checkpoint_io.settle()  # every rank may read the files next (test(ckpt_path="best"))
         trainer.strategy.barrier("checkpoints_in_place")
+
+    def _stopped_mid_epoch_by_max_steps(self, trainer: Trainer) -> bool:
+        return (0 < trainer.max_steps <= trainer.global_step and self._saved_step != trainer.global_step
+                and self.every_n_epochs > 0 and (trainer.current_epoch + 1) % self.every_n_epochs == 0
+                and self.save_on_train_epoch_end is not False and not trainer.fast_dev_run
+                and (self.monitor is None or self.monitor in trainer.callback_metrics))
 
     def _score(self, trainer: Trainer) -> float | None:
         if self.monitor is None:
