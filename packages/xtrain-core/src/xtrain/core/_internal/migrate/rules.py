@@ -288,6 +288,12 @@ RULES: tuple[Rule, ...] = (
     _r(B, "strategies", None, "\"dp\", \"horovod\" and \"bagua\" are available again (install xtrain-strategies); "
                               "\"fsdp\" is built on FSDP2 and its checkpoints load under any strategy and world size",
        action=DOC),
+    _r(B, "logged step", None, "loggers receive the step after it is taken (the first batch logs at step 1, with "
+                               "log_every_n_steps=50 at 50); Lightning writes the count before it (0, 49). Under "
+                               "manual optimization both count batches, not optimizer steps", action=DOC),
+    _r(B, "Engine.all_gather in one process", None, "stacks along a new first dimension as with several processes "
+                                                    "(shape (1, ...)); Fabric returns the tensor unchanged. Numbers "
+                                                    "and nested collections are gathered as in Fabric", action=DOC),
     _r(B, "precision legacy values", None, "16, \"16\" and \"bf16\" still work with a warning naming the "
                                            "canonical value; migrate writes the canonical value", action=DOC),
 )
