@@ -104,3 +104,9 @@ def test_a_clean_run_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 def test_no_report_fails(tmp_path: Path) -> None:
     assert ci_summary.main([str(tmp_path)]) == 1
+
+
+def test_the_readme_runs_what_ci_runs() -> None:
+    command = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1].removesuffix(' "$@"')
+    assert command == "python3 -m pip install -q nox && python3 tools/ci.py"
+    assert f"```bash\n{command}\n```" in (ROOT / "README.md").read_text()
