@@ -178,7 +178,7 @@ def render(sessions: list[Session], *, wall: float | None = None) -> str:
     total = sum(s.seconds or 0 for s in sessions)
     lines.append(f"{'sum of sessions':48} {'':>8} {'':>7} {'':>7} {'':>8} {_duration(total):>7}")
     if wall is not None:
-        lines.append(f"{'wall time (nox + installs of nox itself excluded)':48} {'':>33} {_duration(wall):>7}")
+        lines.append(f"{'wall time of the whole nox run':48} {'':>33} {_duration(wall):>7}")
     cells = [c for results in read_cells(sessions).values() for c in results]
     if cells:
         lines += ["", f"{'matrix cells (' + str(len(cells)) + ')':48} {'ran':>4} {'refused':>8} {'skipped':>8} "
