@@ -45,7 +45,7 @@ def test_a_real_matrix_run_is_tabled_and_every_unrun_cell_fails_a_full_run(tmp_p
     junit.parent.mkdir(parents=True)
     # refusals only (cpu-xla), a declared cannot-run-here group (cpu-bagua), a missing accelerator (cuda-ddp)
     result = run_processes([python_command("-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
-                                           str(ROOT / "tests_integration" / "test_matrix.py"))],
+                                           "-o", "junit_family=xunit1", str(ROOT / "tests_integration" / "test_matrix.py"))],
                            envs=[{"XTRAIN_MATRIX_GROUPS": "cpu-xla,cpu-bagua,cuda-ddp"}], timeout=300, cwd=ROOT)
     assert result.returncodes == [0], result.output
     _report(folder, **{"lint": "success", session: "success"})
