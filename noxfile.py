@@ -96,7 +96,8 @@ def tests(session: nox.Session) -> None:
         session.run("pytest", *session.posargs)
         return
     ignored = [f"--ignore={path}" for path in (*SERIAL_TESTS, "tests_integration/test_matrix.py")]
-    _pytest_each(session, (["-n", "2", "--dist", "loadfile", *ignored], None), (list(SERIAL_TESTS), None))
+    _pytest_each(session, (["-n", "2", "--dist", "loadfile", "--durations=15", *ignored], None),
+                 (list(SERIAL_TESTS), None))
 
 
 @nox.session
