@@ -46,15 +46,19 @@ def _pytest(session: nox.Session, *args: str, env: dict[str, str] | None = None)
     session.run("pytest", f"--junitxml={junit}", "-o", "junit_family=xunit1", *args, env=env)
 
 
-def _pytest_each(session: nox.Session, *runs: tuple[list[str], dict[str, str] | None]) -> None:
-    """Several pytest runs that all run even when one fails (one failure must not hide the others' results), then
-    the session fails if any did."""
+def _pytest_each(session: nox.Session, *runs: tuple[list[str], dict[str, str] | None]) -> list[str]:
+    """Several pytest runs that all run even when one fails (one failure must not hide the others' results); returns
+    the failed ones for :func:`_fail_if`."""
     failed = []
     for args, env in runs:
         try:
             _pytest(session, *args, env=env)
         except nox.command.CommandFailed:
             failed.append(" ".join(args))
+    return failed
+
+
+def _fail_if(failed: list[str]) -> None:
     if failed:
         raise nox.command.CommandFailed(f"pytest failed: {'; '.join(failed)}")
 
@@ -96,8 +100,8 @@ def tests(session: nox.Session) -> None:
         session.run("pytest", *session.posargs)
         return
     ignored = [f"--ignore={path}" for path in (*SERIAL_TESTS, "tests_integration/test_matrix.py")]
-    _pytest_each(session, (["-n", "2", "--dist", "loadfile", "--durations=15", *ignored], None),
-                 (list(SERIAL_TESTS), None))
+    _fail_if(_pytest_each(session, (["-n", "2", "--dist", "loadfile", "--durations=15", *ignored], None),
+                          (list(SERIAL_TESTS), None)))
 
 
 @nox.session
@@ -329,8 +333,7 @@ def oldest_core(session: nox.Session) -> None:
 
 @nox.session
 def horovod(session: nox.Session) -> None:
-    """Horovod for real on the CPU: 2 ranks over Gloo, started by xtrain, by ``horovodrun`` and by ``mpirun``. In the
-    default set (CI), so a change that breaks Horovod fails CI.
+    """Horovod for real on the CPU: 2 ranks over Gloo, started by xtrain, by ``horovodrun`` and by ``mpirun``.
 
     Horovod 0.28.1 must be compiled against the pinned torch (``tools/constraints/horovod.txt``):
     ``tools/build_horovod.py`` builds it once (about 4.5 minutes on 2 cores; MPI too when ``mpicxx`` exists) and
@@ -345,19 +348,13 @@ def horovod(session: nox.Session) -> None:
         arg for name in _needed("cpu-horovod") for arg in ("-e", f"packages/{name}[test]" if "test" in _extras(name)
                                                             else f"packages/{name}")])  # the cells' minimal install
     session.run("python", "tools/build_horovod.py")
-    cells = (["tests_integration/test_matrix.py", "-q"], {"XTRAIN_MATRIX_GROUPS": ",".join(HOROVOD_GROUPS)})
-    try:
-        _pytest(session, *cells[0], env=cells[1])
-    except nox.command.CommandFailed:
-        cells_failed = True
-    else:
-        cells_failed = False
+    failed = _pytest_each(session, (["tests_integration/test_matrix.py", "-q"],
+                                    {"XTRAIN_MATRIX_GROUPS": ",".join(HOROVOD_GROUPS)}))
     session.install("-c", HOROVOD, "torch==2.13.0", *_editable("test"))
-    _pytest_each(session, (["-m", "horovod", "packages/xtrain-strategies/tests", "tests_integration/test_hangs.py",
-                            "tests_integration/test_collective_check.py", *session.posargs],
-                           {"XTRAIN_REQUIRE_HOROVOD": "1"}))
-    if cells_failed:
-        raise nox.command.CommandFailed("the cpu-horovod matrix cells failed")
+    failed += _pytest_each(session, (["-m", "horovod", "packages/xtrain-strategies/tests",
+                                      "tests_integration/test_hangs.py", "tests_integration/test_collective_check.py",
+                                      *session.posargs], {"XTRAIN_REQUIRE_HOROVOD": "1"}))
+    _fail_if(failed)
 
 
 @nox.session
