@@ -1,4 +1,5 @@
-"""The one task runner. ``nox`` runs the default set (lint, types, tests, build, docs, api); ``nox --list`` shows all.
+"""The one task runner. ``python3 tools/ci.py`` (what CI and the README run) runs nox's default set and prints the
+summary table; ``nox --list`` shows every session.
 
 Every session installs torch through ``tools/constraints/`` so that pip takes the CPU build on disk instead of
 downloading a CUDA build of several GB.
@@ -12,7 +13,9 @@ from pathlib import Path
 import nox
 
 nox.needs_version = ">=2024.3.2"
-nox.options.sessions = ["lint", "types", "tests", "build", "docs", "api"]
+# The default set is CI: the matrix runs once, in matrix_env(...) sessions (one venv per distinct minimal package
+# set), not inside ``tests``; the cpu-horovod cells run in ``horovod``. tools/ci_summary.py checks the cells.
+nox.options.sessions = ["lint", "types", "tests", "build", "docs", "api", "horovod", "matrix_env"]
 nox.options.reuse_venv = "yes"
 
 ROOT = Path(__file__).parent
@@ -32,6 +35,32 @@ def _editable(*extras: str) -> list[str]:
         wanted = [e for e in extras if e in _extras(name)]
         args += ["-e", f"packages/{name}[{','.join(wanted)}]" if wanted else f"packages/{name}"]
     return args
+
+
+def _pytest(session: nox.Session, *args: str, env: dict[str, str] | None = None) -> None:
+    """pytest with a junit XML under build/ci/junit/<session>/, from which tools/ci_summary.py counts the results."""
+    folder = ROOT / "build" / "ci" / "junit" / session.name
+    folder.mkdir(parents=True, exist_ok=True)
+    junit = folder / f"{len(list(folder.glob('*.xml')))}.xml"
+    # xunit1: test_matrix.py's record_property (each cell's declared outcome) is only valid XML there
+    session.run("pytest", f"--junitxml={junit}", "-o", "junit_family=xunit1", *args, env=env)
+
+
+def _pytest_each(session: nox.Session, *runs: tuple[list[str], dict[str, str] | None]) -> list[str]:
+    """Several pytest runs that all run even when one fails (one failure must not hide the others' results); returns
+    the failed ones for :func:`_fail_if`."""
+    failed = []
+    for args, env in runs:
+        try:
+            _pytest(session, *args, env=env)
+        except nox.command.CommandFailed:
+            failed.append(" ".join(args))
+    return failed
+
+
+def _fail_if(failed: list[str]) -> None:
+    if failed:
+        raise nox.command.CommandFailed(f"pytest failed: {'; '.join(failed)}")
 
 
 def _extras(name: str) -> set[str]:
@@ -55,12 +84,24 @@ def types(session: nox.Session) -> None:
     session.run("mypy", *[f"packages/{name}/src/xtrain" for name in MEMBERS])
 
 
+# Test files that pip-install throwaway distributions from docs/examples/ (same source trees): run one at a time.
+SERIAL_TESTS = ("tests_integration/test_bad_input.py", "tests_integration/test_third_party_plugin.py",
+                "tests_integration/test_plugin_guides.py")
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Each package's unit tests, then tests_integration/ (multi-process tests included, each bounded)."""
-    session.install("-c", TORCH, "torch==2.13.0", *_editable(*INTEGRATIONS), "pytest-timeout",
+    """Each package's unit tests, then tests_integration/ (multi-process tests included, each bounded), on 2 xdist
+    workers (whole files per worker), then SERIAL_TESTS alone. The matrix is left to the matrix_env sessions.
+    ``nox -s tests -- <pytest args>`` runs just those arguments, in one process."""
+    session.install("-c", TORCH, "torch==2.13.0", *_editable(*INTEGRATIONS), "pytest-timeout", "pytest-xdist",
                     "scikit-learn", "griffe>=1.0")
-    session.run("pytest", *session.posargs)
+    if session.posargs:
+        session.run("pytest", *session.posargs)
+        return
+    ignored = [f"--ignore={path}" for path in (*SERIAL_TESTS, "tests_integration/test_matrix.py")]
+    _fail_if(_pytest_each(session, (["-n", "2", "--dist", "loadfile", "--durations=15", *ignored], None),
+                          (list(SERIAL_TESTS), None)))
 
 
 @nox.session
@@ -183,14 +224,20 @@ MATRIX_GROUPS = _matrix_groups()
 _BACKEND_CONSTRAINTS = {"xla": (str(ROOT / "tools" / "constraints" / "xla.txt"), ["torch==2.9.1", "torch-xla==2.9.0"])}
 
 
+def _needed(group: str) -> list[str]:
+    """The distributions a group's cells need: xtrain-core, xtrain-precision and the providers of both plugins."""
+    accelerator, strategy = group.split("-", 1)
+    return sorted({"xtrain-core", "xtrain-precision", _entry_points("xtrain.accelerators")[accelerator][0],
+                   _entry_points("xtrain.strategies")[strategy][0]})
+
+
 @nox.session
 @nox.parametrize("group", MATRIX_GROUPS, ids=MATRIX_GROUPS)
 def matrix(session: nox.Session, group: str) -> None:
     """One accelerator-strategy group of tests_integration/matrix.py, installing only the packages its cells need:
     xtrain-core, the packages providing the accelerator and the strategy, and xtrain-precision."""
     accelerator, strategy = group.split("-", 1)
-    needed = {"xtrain-core", "xtrain-precision", _entry_points("xtrain.accelerators")[accelerator][0],
-              _entry_points("xtrain.strategies")[strategy][0]}
+    needed = _needed(group)
     constraints, pins = _BACKEND_CONSTRAINTS.get(accelerator, (TORCH, ["torch==2.13.0"]))
     if strategy == "horovod":
         constraints = HOROVOD
@@ -203,6 +250,41 @@ def matrix(session: nox.Session, group: str) -> None:
     if accelerator == "xla":
         env["PJRT_DEVICE"] = "CPU"
     session.run("pytest", "tests_integration/test_matrix.py", "-q", *session.posargs, env=env)
+
+
+def _matrix_envs() -> dict[str, list[str]]:
+    """CI's matrix: the groups, by their minimal package set, so equal sets share one venv and one pytest run.
+
+    Named after the packages besides xtrain-core and xtrain-precision (``core`` when none). ``cpu-horovod`` is left
+    to the ``horovod`` session (its venv has Horovod built in). The ``xla-*`` groups go with the torch-2.13 sets,
+    without torch-xla: their refusals are checked and their runnable cells are reported skipped ("accelerator 'xla'
+    is not available"), because torch-xla's pinned torch 2.9.1 is a 4.2 GB CUDA download (``nox -s xla`` runs XLA).
+    """
+    envs: dict[str, list[str]] = {}
+    for group in MATRIX_GROUPS:
+        if group in HOROVOD_GROUPS:
+            continue
+        extra = [n.removeprefix("xtrain-") for n in _needed(group) if n not in ("xtrain-core", "xtrain-precision")]
+        envs.setdefault("-".join(extra) or "core", []).append(group)
+    return envs
+
+
+HOROVOD_GROUPS = ("cpu-horovod",)
+MATRIX_ENVS = _matrix_envs()
+
+
+@nox.session
+@nox.parametrize("packages", list(MATRIX_ENVS), ids=list(MATRIX_ENVS))
+def matrix_env(session: nox.Session, packages: str) -> None:
+    """Every matrix group whose minimal install is xtrain-core + xtrain-precision + ``packages``, in one venv: the
+    same cells as the matrix(<group>) sessions, one pytest run per package set instead of one venv per group."""
+    names = ["xtrain-core", "xtrain-precision"] + ([] if packages == "core" else
+                                                   [f"xtrain-{p}" for p in packages.split("-")])
+    extras = {"xtrain-core": "[test]"}
+    session.install("-c", TORCH, "torch==2.13.0", "pytest-timeout",
+                    *[arg for name in sorted(names) for arg in ("-e", f"packages/{name}{extras.get(name, '')}")])
+    _pytest(session, "tests_integration/test_matrix.py", "-q", *session.posargs,
+            env={"XTRAIN_MATRIX_GROUPS": ",".join(MATRIX_ENVS[packages])})
 
 
 @nox.session
@@ -251,22 +333,28 @@ def oldest_core(session: nox.Session) -> None:
 
 @nox.session
 def horovod(session: nox.Session) -> None:
-    """Horovod for real on the CPU: 2 ranks over Gloo, started by xtrain, by ``horovodrun`` and by ``mpirun``. Not in
-    the default set.
+    """Horovod for real on the CPU: 2 ranks over Gloo, started by xtrain, by ``horovodrun`` and by ``mpirun``.
 
     Horovod 0.28.1 must be compiled against the pinned torch (``tools/constraints/horovod.txt``):
     ``tools/build_horovod.py`` builds it once (about 4.5 minutes on 2 cores; MPI too when ``mpicxx`` exists) and
     caches the wheel under ``~/.cache/xtrain/horovod`` (``XTRAIN_CACHE``), so later runs and reused venvs install it in
     seconds. It also runs the Horovod cases of ``tests_integration/test_hangs.py`` (a stuck rank, a barrier on one rank)
     and ``tests_integration/test_collective_check.py``. ``nox -s horovod -- -k launch`` passes arguments on to pytest.
-    It ends with the matrix's ``cpu-horovod`` cells, so ``build/matrix-report.json`` (and ``docs/compatibility.md``)
-    records them as run.
+    It starts with the matrix's ``cpu-horovod`` cells in their minimal install (core, precision, strategies; in CI
+    they run here and nowhere else), so ``build/matrix-report.json`` (and ``docs/compatibility.md``) records them as
+    run; then it installs every package for the Horovod tests. In the default set (CI), so a break of Horovod fails CI.
     """
-    session.install("-c", HOROVOD, "torch==2.13.0", *_editable("test"), "pytest-timeout")
+    session.install("-c", HOROVOD, "torch==2.13.0", "pytest-timeout", *[
+        arg for name in _needed("cpu-horovod") for arg in ("-e", f"packages/{name}[test]" if "test" in _extras(name)
+                                                            else f"packages/{name}")])  # the cells' minimal install
     session.run("python", "tools/build_horovod.py")
-    session.run("pytest", "-m", "horovod", "packages/xtrain-strategies/tests", "tests_integration/test_hangs.py",
-                "tests_integration/test_collective_check.py", *session.posargs, env={"XTRAIN_REQUIRE_HOROVOD": "1"})
-    session.run("pytest", "tests_integration/test_matrix.py", "-q", env={"XTRAIN_MATRIX_GROUPS": "cpu-horovod"})
+    failed = _pytest_each(session, (["tests_integration/test_matrix.py", "-q"],
+                                    {"XTRAIN_MATRIX_GROUPS": ",".join(HOROVOD_GROUPS)}))
+    session.install("-c", HOROVOD, "torch==2.13.0", *_editable("test"))
+    failed += _pytest_each(session, (["-m", "horovod", "packages/xtrain-strategies/tests",
+                                      "tests_integration/test_hangs.py", "tests_integration/test_collective_check.py",
+                                      *session.posargs], {"XTRAIN_REQUIRE_HOROVOD": "1"}))
+    _fail_if(failed)
 
 
 @nox.session

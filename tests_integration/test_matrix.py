@@ -85,7 +85,11 @@ def _refused(cell: Cell) -> None:
 
 
 @pytest.mark.parametrize("cell", cells(), ids=[c.id for c in cells()])
-def test_cell(cell: Cell, group_result: Callable[[Cell], dict[str, Any]]) -> None:
+def test_cell(cell: Cell, group_result: Callable[[Cell], dict[str, Any]],
+              record_property: Callable[[str, object], None]) -> None:
+    # In the junit XML, for tools/ci_summary.py: what the matrix declares, beside what happened.
+    record_property("group", cell.group)
+    record_property("declared", cell.outcome)
     if _WANTED and cell.group not in _WANTED:
         pytest.skip(f"not selected (XTRAIN_MATRIX_GROUPS={','.join(sorted(_WANTED))})")
     if cell.outcome == "refused":
