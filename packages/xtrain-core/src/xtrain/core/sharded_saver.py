@@ -161,17 +161,20 @@ class ShardedSaver:
         self._thread.start()
 
     def _finish(self, job: _Job, future: Any) -> None:
+        import torch.distributed as dist
+
         try:
             result = future.result()
             if hasattr(result, "upload_completion"):  # newer torch: an AsyncSaveResponse
                 result.upload_completion.result()
             if job.sums is not None and _distributed():
-                import torch.distributed as dist
-
                 gathered: list[Any] = [None] * dist.get_world_size(self._group)
                 dist.all_gather_object(gathered, job.sums, group=self._group)
                 job.sums = _merge(gathered)
             self._commit(job)
+            if _distributed():
+                # Rank 0 commits the manifest: no rank's wait() may return (and a load begin) before it has.
+                dist.barrier(group=self._group)
         except BaseException as err:  # noqa: BLE001 - re-raised in the training thread by wait()
             self._error = err
 

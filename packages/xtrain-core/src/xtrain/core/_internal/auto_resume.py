@@ -119,7 +119,8 @@ def newest_complete(paths: Iterable[Path], *, need: str | None = None) -> Path |
     """The newest of ``paths`` the checkpoint gate accepts (holding entry ``need``); the others are logged."""
     from xtrain.core._internal.checkpoint_gate import inspect_checkpoint
 
-    for path in sorted(paths, key=_mtime, reverse=True):
+    # last.ckpt first among equals: it is a hard link of the epoch file saved with it (same inode, same time).
+    for path in sorted(paths, key=lambda p: (_mtime(p), p.name.startswith("last")), reverse=True):
         try:
             _, keys = inspect_checkpoint(path)
         except (CheckpointError, OSError) as err:
