@@ -30,8 +30,8 @@ class Adam(TinyClassifier):
 def _leaves(state: Any) -> list[Any]:
     if isinstance(state, torch.Tensor):
         return [state.detach().clone()]
-    if isinstance(state, dict):
-        return [(k, leaf) for k, v in state.items() for leaf in _leaves(v)]
+    if isinstance(state, dict):  # by key: a key restored by the optimizer's defaults lands last, same value
+        return [(k, leaf) for k, v in sorted(state.items(), key=lambda kv: str(kv[0])) for leaf in _leaves(v)]
     if isinstance(state, (list, tuple)):
         return [leaf for v in state for leaf in _leaves(v)]
     return [state]

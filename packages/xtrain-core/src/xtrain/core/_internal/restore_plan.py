@@ -129,21 +129,32 @@ class RestorePlan:
         if negative:
             self.problems.append(f"loops: negative counters {_listed(negative)}")
 
-    def like(self, where: str, saved: Any, live: Any) -> None:
-        """A saved state dict against the live object's own ``state_dict()``: every key there, of the same kind."""
+    def like(self, where: str, saved: Any, live: Any, *, top: bool = True) -> None:
+        """A saved state dict against the live object's own ``state_dict()``: every key there, of the same kind.
+
+        Only the top level's keys must all be there (they are the object's fields); a nested dict may be data keyed
+        by what the run did (``ModelCheckpoint.best_k_models`` by file), so below it only shared keys are compared.
+        """
         if isinstance(saved, (list, tuple)) and isinstance(live, (list, tuple)) and len(saved) == len(live):
             for i, (a, b) in enumerate(zip(saved, live, strict=True)):
-                self.like(f"{where}[{i}]", a, b)
+                self.like(f"{where}[{i}]", a, b, top=False)
             return
         if not isinstance(saved, dict) or not isinstance(live, dict):
             if not _same_kind(saved, live):
                 self.problems.append(f"{where}: a {type(saved).__name__}, the live state a {type(live).__name__}")
             return
         missing = [str(k) for k in live if k not in saved]
-        if missing:
+        if missing and top:
             self.problems.append(f"{where}: missing {_listed(missing)}")
         for key in (k for k in live if k in saved):
-            self.like(f"{where}.{key}", saved[key], live[key])
+            self.like(f"{where}.{key}", saved[key], live[key], top=False)
+        if not top and live:  # data keyed by the run: new keys' values must be of the kind the live ones share
+            sample = next(iter(live.values()))
+            if all(_same_kind(v, sample) for v in live.values()):
+                odd = [str(k) for k, v in saved.items() if k not in live and not _same_kind(v, sample)]
+                if odd:
+                    self.problems.append(f"{where}: {_listed(odd)} of another type than the live entries "
+                                         f"({type(sample).__name__})")
 
     def rng(self, state: Any) -> None:
         """Try this rank's generator states on the live generators, then put the live states back."""
