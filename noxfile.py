@@ -7,7 +7,9 @@ downloading a CUDA build of several GB.
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import nox
@@ -374,3 +376,26 @@ def lightning_spawn(session: nox.Session) -> None:
     session.install("-c", TORCH, "torch==2.13.0", *_editable("test"), "pytest-timeout")
     session.run("pytest", "-m", "lightning_spawn", "tests_integration/test_lightning_parity_ranks.py",
                 *session.posargs, env={"XTRAIN_LIGHTNING_SPAWN": "1"})
+
+
+@nox.session
+def slurm(session: nox.Session) -> None:
+    """xtrain under a real one-node SLURM cluster on this machine (tests_integration/test_slurm.py): a 2-task DDP
+    job, USR1 preemption with SLURM's requeue and a bitwise-exact resume, one task killed. Not in the default set
+    (about 5 minutes on 2 cores). ``tools/slurm_cluster.py`` installs slurm-wlm and munge with apt-get when they are
+    missing (root), starts munged, slurmctld and slurmd in a private temporary directory and always stops them."""
+    session.install("-c", TORCH, "torch==2.13.0", *_editable("test"), "pytest-timeout")
+    tool = str(ROOT / "tools" / "slurm_cluster.py")
+    cluster = Path(tempfile.mkdtemp(prefix="xtrain-slurm-"))
+    passed = False
+    try:
+        session.run("python", tool, "start", str(cluster))
+        session.run("pytest", "tests_integration/test_slurm.py", "-m", "slurm", "-v", "-rs", *session.posargs,
+                    env={"XTRAIN_SLURM_TESTS": "1", "SLURM_CONF": str(cluster / "slurm.conf")})
+        passed = True
+    finally:
+        session.run("python", tool, "stop", str(cluster))
+        if passed:
+            shutil.rmtree(cluster, ignore_errors=True)
+        else:
+            session.log(f"the cluster's config and logs are kept in {cluster}/log")

@@ -64,7 +64,7 @@ class Preemption:
         finally:
             self._pending = None
             for s, handler in previous.items():
-                signal.signal(s, handler)
+                signal.signal(s, _after_fit(s, handler))
 
     def _drain(self) -> None:
         """Complete the decision still in flight when the loop ends, so no collective outlives the fit."""
@@ -98,6 +98,18 @@ class Preemption:
                   f"Resume with ckpt_path='last'.", file=sys.stderr, flush=True)
             if self.signal_number == getattr(signal, "SIGUSR1", None) and "SLURM_JOB_ID" in os.environ:
                 _requeue(os.environ["SLURM_JOB_ID"])
+
+
+def _after_fit(signum: int, previous: Any) -> Any:
+    """The handler to restore when the fit ends.
+
+    SLURM's ``--signal=USR1@N`` warning may come after training finished (it is sent up to a minute early or late,
+    and again in every requeued run): with the default action it would kill a job that has done its work and mark it
+    FAILED. There is nothing left to save then, so after a fit under SLURM the warning is ignored instead.
+    """
+    if signum == getattr(signal, "SIGUSR1", None) and previous == signal.SIG_DFL:
+        return signal.SIG_IGN
+    return previous
 
 
 def _requeue(job_id: str) -> None:
