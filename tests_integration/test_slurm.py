@@ -51,11 +51,12 @@ def _cluster() -> None:
 class Job:
     """One sbatch'ed run of ``slurm_train.py`` in ``root``; its output accumulates over requeues in ``out``."""
 
-    def __init__(self, root: Path, name: str, *sbatch: str, step_sleep: float = 0.0) -> None:
+    def __init__(self, root: Path, name: str, *sbatch: str, step_sleep: float = 0.0,
+                 train_args: tuple[str, ...] = ()) -> None:
         self.root, self.out = root, root / f"{name}.out"
         self.id = slurm("sbatch", "--parsable", f"--output={self.out}", f"--chdir={root}", f"--job-name={name}",
                         *sbatch, str(JOB), sys.executable, str(TRAIN), str(root / "runs"),
-                        "--step-sleep", str(step_sleep)).strip().split(";")[0]
+                        "--step-sleep", str(step_sleep), *train_args).strip().split(";")[0]
         self.dir = root / "runs" / f"job-{self.id}"
 
     def info(self) -> dict[str, str]:
@@ -154,8 +155,9 @@ def test_usr1_checkpoints_requeues_and_the_job_resumes_bitwise_exactly(root: Pat
 def test_signal_before_the_time_limit_checkpoints_and_requeues(root: Path, reference: Job) -> None:
     """``--signal=USR1@60`` with a 2-minute limit: SLURM's own timer warns the tasks (between about 30 and 60 s into
     the run here), the job checkpoints and requeues itself. Each requeued run would be warned again a minute in; to
-    keep the test short the limit is raised once the job is back in the queue, and the second run finishes."""
-    job = Job(root, "time-limit", "--time=2", "--signal=USR1@60", step_sleep=3.0)
+    keep the test short the limit is raised once the job is back in the queue, and the second run finishes. The
+    checkpoints are written in the background (``plugins="async"``): the requeue must wait for them."""
+    job = Job(root, "time-limit", "--time=2", "--signal=USR1@60", step_sleep=3.0, train_args=("--async-checkpoints",))
     job.wait_for(rf"SLURM job {job.id} requeued\.", timeout=200)
     slurm("scontrol", "update", f"JobId={job.id}", "TimeLimit=10")
     info = job.wait_end(timeout=200)

@@ -39,6 +39,7 @@ def main() -> None:
     parser.add_argument("root", type=Path)
     parser.add_argument("--step-sleep", type=float, default=0.0)
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--async-checkpoints", action="store_true")
     args = parser.parse_args()
     run_dir = args.root / f"job-{os.environ['SLURM_JOB_ID']}"
     checkpoints = run_dir / "checkpoints"
@@ -50,6 +51,7 @@ def main() -> None:
     trainer = Trainer(accelerator="cpu", devices=2, strategy="ddp", max_epochs=args.epochs, default_root_dir=run_dir,
                       callbacks=[ModelCheckpoint(dirpath=checkpoints, every_n_train_steps=5, save_last=True),
                                  Progress(args.step_sleep)],
+                      plugins=["async"] if args.async_checkpoints else None,
                       logger=False, enable_progress_bar=False, enable_model_summary=False)
     environment = trainer.strategy.cluster_environment
     print(f"rank {trainer.global_rank}/{trainer.world_size} environment={getattr(environment, 'name', None)} "

@@ -93,6 +93,10 @@ class Preemption:
             callback.last_model_path = str(path)
         trainer.should_stop = True
         self.preempted = True
+        if "SLURM_JOB_ID" in os.environ:
+            # A requeue ends every process of the job: saves still in flight (plugins="async") must land first.
+            trainer.strategy.checkpoint_io.wait()
+            trainer.strategy.barrier("preemption_saved")
         if trainer.is_global_zero:
             print(f"xtrain: preemption signal received; saved {path} at step {trainer.global_step} and stopping. "
                   f"Resume with ckpt_path='last'.", file=sys.stderr, flush=True)
