@@ -382,7 +382,7 @@ def lightning_spawn(session: nox.Session) -> None:
 def slurm(session: nox.Session) -> None:
     """xtrain under a real one-node SLURM cluster on this machine (tests_integration/test_slurm.py): a 2-task DDP
     job, USR1 preemption with SLURM's requeue and a bitwise-exact resume, one task killed. Not in the default set
-    (about 5 minutes on 2 cores). ``tools/slurm_cluster.py`` installs slurm-wlm and munge with apt-get when they are
+    (about 6 minutes on 2 cores). ``tools/slurm_cluster.py`` installs slurm-wlm and munge with apt-get when they are
     missing (root), starts munged, slurmctld and slurmd in a private temporary directory and always stops them."""
     session.install("-c", TORCH, "torch==2.13.0", *_editable("test"), "pytest-timeout")
     tool = str(ROOT / "tools" / "slurm_cluster.py")
@@ -390,7 +390,8 @@ def slurm(session: nox.Session) -> None:
     passed = False
     try:
         session.run("python", tool, "start", str(cluster))
-        session.run("pytest", "tests_integration/test_slurm.py", "-m", "slurm", "-v", "-rs", *session.posargs,
+        session.run("pytest", "tests_integration/test_slurm.py", "-m", "slurm", "-v", "-rs", "--durations=0",
+                    *session.posargs,
                     env={"XTRAIN_SLURM_TESTS": "1", "SLURM_CONF": str(cluster / "slurm.conf")})
         passed = True
     finally:

@@ -75,7 +75,7 @@ def _write_config(root: Path, host: str) -> None:
     (root / "plugstack.conf").write_text("")
     lines = {
         "ClusterName": "xtraintest",
-        "SlurmctldHost": host,
+        "SlurmctldHost": f"{host}(127.0.0.1)",  # no name lookup needed
         "SlurmctldPort": _free_port(),
         "SlurmdPort": _free_port(),
         "SlurmUser": "root",
