@@ -50,6 +50,7 @@ class Preemption:
     def installed(self) -> Iterator[None]:
         """Install the handlers for the duration of the fit loop (only possible in the main thread)."""
         self._pending = None
+        self.preempted = False
         if threading.current_thread() is not threading.main_thread():
             yield
             self._drain()
@@ -86,6 +87,8 @@ class Preemption:
         return pending() if pending is not None else False
 
     def save_and_stop(self, trainer: Trainer) -> None:
+        if self.preempted:  # the epoch-end save point right after the step that saved: saved (and requeued) once
+            return
         path = default_last_path(trainer)
         trainer._save_checkpoint_to([path], weights_only=False)
         callback = trainer.checkpoint_callback
