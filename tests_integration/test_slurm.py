@@ -130,7 +130,8 @@ def test_sbatch_two_task_ddp_job_gets_its_ranks_from_slurm(reference: Job) -> No
     info, out = reference.info(), reference.output()
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", out
     for rank in (0, 1):
-        assert re.search(rf"^rank {rank}/2 environment=slurm pid=\d+ restart=0 resume=None$", out, re.MULTILINE), out
+        assert re.search(rf"^rank {rank}/2 environment=slurm pid=\d+ restart=0 resume=auto$", out, re.MULTILINE), out
+    assert f"ckpt_path='auto': no complete checkpoint of run 'slurm-{reference.id}' (from SLURM_JOB_ID)" in out
     assert f"finished at epoch 3 step {TOTAL_STEPS}" in out
 
 
@@ -145,7 +146,8 @@ def test_usr1_checkpoints_requeues_and_the_job_resumes_bitwise_exactly(root: Pat
     saved = re.search(r"preemption signal received; saved .*last\.ckpt at step (\d+)", out)
     assert saved and 6 <= int(saved.group(1)) < TOTAL_STEPS, out
     assert f"SLURM job {job.id} requeued." in out
-    assert re.search(r"^rank 0/2 environment=slurm pid=\d+ restart=1 resume=last$", out, re.MULTILINE), out
+    assert re.search(r"^rank 0/2 environment=slurm pid=\d+ restart=1 resume=auto$", out, re.MULTILINE), out
+    assert re.search(rf"ckpt_path='auto': resuming run 'slurm-{job.id}' .*last\.ckpt", out), out
     resumed = out.split("restart=1", 1)[1]
     assert f"step {int(saved.group(1)) + 1}\n" in resumed and f"step {saved.group(1)}\n" not in resumed, out
     assert_same_weights(job, reference)
@@ -165,7 +167,7 @@ def test_signal_before_the_time_limit_checkpoints_and_requeues(root: Path, refer
     assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", out
     saved = re.search(r"preemption signal received; saved .*last\.ckpt at step (\d+)", out)
     assert saved and int(saved.group(1)) < TOTAL_STEPS, out
-    assert re.search(r"^rank 0/2 environment=slurm pid=\d+ restart=1 resume=last$", out, re.MULTILINE), out
+    assert re.search(r"^rank 0/2 environment=slurm pid=\d+ restart=1 resume=auto$", out, re.MULTILINE), out
     assert_same_weights(job, reference)
 
 

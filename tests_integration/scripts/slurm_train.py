@@ -2,8 +2,9 @@
 
     python slurm_train.py RUN_ROOT [--step-sleep 0.2]
 
-Each SLURM job trains in its own directory, ``RUN_ROOT/job-<SLURM_JOB_ID>``: the job id survives a requeue, so a
-requeued job finds the checkpoint its first run wrote and resumes from it; a new job starts fresh.
+Each SLURM job trains in its own directory, ``RUN_ROOT/job-<SLURM_JOB_ID>``, and fits with ``ckpt_path="auto"``:
+the job id survives a requeue, so a requeued job resumes from the checkpoint its first run wrote; a new job starts
+fresh.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ def main() -> None:
     args = parser.parse_args()
     run_dir = args.root / f"job-{os.environ['SLURM_JOB_ID']}"
     checkpoints = run_dir / "checkpoints"
-    # The resume choice: switch to ckpt_path="auto" (run identity from SLURM_JOB_ID) once it is available.
-    resume = "last" if (checkpoints / "last.ckpt").exists() else None
+    # The run is this SLURM job (SLURM_JOB_ID survives a requeue): its newest complete checkpoint, or a fresh start.
+    resume = "auto"
     seed_everything(11)
     module = Momentum(dropout=0.25)
     loader = DataLoader(Augmented(), batch_size=12, shuffle=True)
