@@ -102,7 +102,7 @@ class Preemption:
             trainer.strategy.barrier("preemption_saved")
         if trainer.is_global_zero:
             print(f"xtrain: preemption signal received; saved {path} at step {trainer.global_step} and stopping. "
-                  f"Resume with ckpt_path='last'.", file=sys.stderr, flush=True)
+                  "Resume with ckpt_path='last' (or 'auto').", file=sys.stderr, flush=True)
             if self.signal_number == getattr(signal, "SIGUSR1", None) and "SLURM_JOB_ID" in os.environ:
                 _requeue(os.environ["SLURM_JOB_ID"])
 
