@@ -75,8 +75,10 @@ RULES: tuple[Rule, ...] = (
     _r(M, _FB, "xtrain.core"),
     _r(M, f"{_FB}.strategies", "xtrain.strategies"),
     _r(M, f"{_FB}.plugins.environments", "xtrain.strategies.environments"),
-    _r(M, f"{_PL}.demos", None, "Lightning's demo data sets and models are not part of xtrain; copy the class "
-                                "into your project or use torchvision"),
+    _r(M, f"{_PL}.demos", "xtrain.core.demos", "Transformer, WikiText2, MNIST, MNISTDataModule, BoringModel, "
+                                               "RandomDataset, BoringDataModule"),
+    *(_r(M, f"{_PL}.demos.{sub}", "xtrain.core.demos") for sub in (
+        "transformer", "mnist_datamodule", "boring_classes")),
     _r(M, f"{_PL}.tuner", "xtrain.core.tuner", "Tuner(trainer).lr_find(...) and .scale_batch_size(...)"),
     _r(M, f"{_PL}.profilers", "xtrain.core.profilers", "Trainer(profiler=\"simple\"|\"advanced\"|\"pytorch\") too"),
     _r(M, f"{_PL}.serve", None, "model serving is not part of xtrain"),
@@ -130,7 +132,6 @@ RULES: tuple[Rule, ...] = (
         "OptimizerLRSchedulerConfig", "LRSchedulerTypeUnion")),
     _r(N, f"{_UT}.exceptions.MisconfigurationException", "xtrain.core.ConfigError", "a ValueError subclass"),
     _r(N, f"{_UT}.warnings.PossibleUserWarning", "builtins.UserWarning"),
-    _r(N, f"{_PL}.demos.boring_classes.BoringModel", None, "copy the small model into your project"),
     _r(N, f"{_PL}.strategies.DDPStrategy", "xtrain.strategies.DDPStrategy"),
     _r(N, f"{_PL}.strategies.FSDPStrategy", "xtrain.strategies.FSDPStrategy", "built on FSDP2"),
     _r(N, f"{_PL}.strategies.ParallelStrategy", "xtrain.core.ParallelStrategy"),
