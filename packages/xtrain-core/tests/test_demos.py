@@ -137,6 +137,8 @@ def test_migrate_points_demos_imports_at_xtrain() -> None:
     assert "lightning" not in out and "xtrain migrate:" not in out
     assert "from xtrain.core.demos import MNIST, MNISTDataModule" in out
     assert "from xtrain.core.demos import BoringModel, RandomDataset, BoringDataModule" in out
+    rest = migrate_source("from lightning.pytorch.demos.boring_classes import RandomDictDataset\n")
+    assert "# xtrain migrate: RandomDictDataset has no xtrain equivalent in xtrain.core.demos" in rest
 
 
 def test_import_xtrain_core_does_not_load_demos() -> None:
