@@ -3,8 +3,8 @@
 The task: a 32-64-10 MLP, batch 64, an in-memory TensorDataset through a DataLoader (shuffled), SGD, 3000 steps on
 the CPU with one thread. Every arm starts from the same seed and data; the script checks that their final losses
 are equal, then prints microseconds per step and the ratio to its plain loop. Arms run interleaved, several rounds;
-each round's time is divided by the same round's plain loop, and the minimum and median of those ratios are
-reported, so background load affects all arms alike.
+each arm runs between two runs of its plain loop and is divided by their mean (the speed of a shared machine drifts
+within seconds), and the minimum and median of those ratios over the rounds are reported.
 
 Arms (the tiny model is where per-step overhead shows most):
 
@@ -59,6 +59,19 @@ def task_net() -> torch.nn.Module:
 ACCELERATOR = "cpu"
 CLOCK = time.perf_counter
 _BASELINE = {"clip": "plain_clip"}
+_BASELINES = {"plain", "plain_clip"}
+
+
+def _paired_sequence(wanted: list[str]) -> list[str]:
+    """The runs of one round: every arm between two runs of its baseline (neighbours shared), e.g.
+    ``plain lean plain defaults plain plain_clip clip plain_clip``."""
+    sequence: list[str] = []
+    for arm in (a for a in wanted if a not in _BASELINES):
+        base = _BASELINE.get(arm, "plain")
+        if not sequence or sequence[-1] != base:
+            sequence.append(base)
+        sequence += [arm, base]
+    return sequence
 
 
 def _loop(net: Any, opt: torch.optim.Optimizer, loader: Any, steps: int,
@@ -197,20 +210,30 @@ def main() -> int:
     losses: dict[str, float] = {}
     for arm in wanted:  # warm-up round, not counted
         arms[arm](min(args.steps, 300))
+    ratios: dict[str, list[float]] = {a: [] for a in wanted}
     for _ in range(args.rounds):
-        for arm in wanted:
+        # Each arm runs between two runs of its baseline and is divided by their mean: the machine's speed drifts
+        # within seconds here, so a baseline taken once per round (tens of seconds) is too far away.
+        sequence = _paired_sequence(wanted)
+        measured = []
+        for arm in sequence:
             elapsed, loss = arms[arm](args.steps)
+            measured.append(elapsed)
             times[arm].append(elapsed)
             losses[arm] = loss
+        for i, arm in enumerate(sequence):
+            if arm not in _BASELINES:
+                ratios[arm].append(measured[i] / ((measured[i - 1] + measured[i + 1]) / 2))
+    for base in _BASELINES & set(wanted):
+        ratios[base] = [1.0]
     print(f"step overhead: {args.steps} steps, {args.rounds} interleaved rounds, torch {torch.__version__}, 1 thread, "
-          f"on {ACCELERATOR}, {args.clock} clock; ratio = arm / its plain loop in the same round")
+          f"on {ACCELERATOR}, {args.clock} clock; ratio = arm / the mean of its plain loop run just before and after")
     print(f"{'arm':10} {'us/step':>9} {'vs':>10} {'min':>7} {'median':>7} {'final loss':>12}")
     for arm in wanted:
         base = _BASELINE.get(arm, "plain")
-        ratios = [t / b for t, b in zip(times[arm], times[base], strict=True)]
         med = statistics.median(times[arm])
-        print(f"{arm:10} {med / args.steps * 1e6:9.1f} {base:>10} {min(ratios):7.3f} {statistics.median(ratios):7.3f} "
-              f"{losses[arm]:12.6f}")
+        print(f"{arm:10} {med / args.steps * 1e6:9.1f} {base:>10} {min(ratios[arm]):7.3f} "
+              f"{statistics.median(ratios[arm]):7.3f} {losses[arm]:12.6f}")
     mismatched = [a for a in wanted if a != "fabric" and losses[a] != losses[_BASELINE.get(a, "plain")]]
     if mismatched:
         print(f"FINAL LOSSES DIFFER from the plain loop: {mismatched}")
