@@ -70,10 +70,10 @@ def test_trains_with_the_expected_dtypes_in_every_stage(quiet: Callable[..., Tra
     assert module.seen["label"] == {torch.int64}, "integer labels must never be converted"
     assert module.seen["grad"] == {params}
     assert module.seen["val_activation"] == {activations}, "validation must run in the same precision as training"
+    assert trainer.callback_metrics["train_loss"].dtype == torch.float32  # predict() starts with empty metrics
     predictions = trainer.predict(module, tiny_loaders(batch_size=16)[1])
     assert module.seen["predict_activation"] == {activations}
     assert {p.dtype for p in predictions} == {activations}
-    assert trainer.callback_metrics["train_loss"].dtype == torch.float32
     assert torch.get_default_dtype() == torch.float32
 
 
