@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 
@@ -13,38 +13,42 @@ __all__ = ["apply_to_tensors", "move_to_device", "numbers_to_tensors"]
 _T = TypeVar("_T")
 
 
+def _map_leaves(data: Any, leaf: Callable[[Any], Any], *, dataclasses_too: bool) -> Any:
+    """``data`` rebuilt with ``leaf`` applied to every leaf of its lists, tuples (named too) and mappings, and of
+    its dataclasses when ``dataclasses_too``; the one traversal the helpers below share."""
+    if isinstance(data, torch.Tensor):
+        return leaf(data)
+    if isinstance(data, (list, tuple)):
+        items = [_map_leaves(d, leaf, dataclasses_too=dataclasses_too) for d in data]
+        if isinstance(data, tuple) and hasattr(data, "_fields"):
+            return type(data)(*items)
+        return type(data)(items)
+    if isinstance(data, Mapping):
+        return type(data)({k: _map_leaves(v, leaf, dataclasses_too=dataclasses_too)  # type: ignore[call-arg]
+                           for k, v in data.items()})
+    if dataclasses_too and dataclasses.is_dataclass(data) and not isinstance(data, type):
+        changes = {f.name: _map_leaves(getattr(data, f.name), leaf, dataclasses_too=True)
+                   for f in dataclasses.fields(data) if f.init}
+        return dataclasses.replace(data, **changes)
+    return leaf(data)
+
+
 def apply_to_tensors(data: _T, fn: Callable[[torch.Tensor], torch.Tensor]) -> _T:
     """Return ``data`` with ``fn`` applied to every tensor in it; other leaves are returned unchanged."""
-    if isinstance(data, torch.Tensor):
-        return fn(data)  # type: ignore[return-value]
-    if isinstance(data, (list, tuple)):
-        items = [apply_to_tensors(d, fn) for d in data]
-        if isinstance(data, tuple) and hasattr(data, "_fields"):
-            return type(data)(*items)  # type: ignore[return-value]
-        return type(data)(items)  # type: ignore[call-arg]
-    if isinstance(data, Mapping):
-        return type(data)({k: apply_to_tensors(v, fn) for k, v in data.items()})  # type: ignore[call-arg]
-    if dataclasses.is_dataclass(data) and not isinstance(data, type):
-        changes = {f.name: apply_to_tensors(getattr(data, f.name), fn) for f in dataclasses.fields(data) if f.init}
-        return dataclasses.replace(data, **changes)  # type: ignore[type-var]
-    return data
+    return _map_leaves(data, lambda x: fn(x) if isinstance(x, torch.Tensor) else x,  # type: ignore[no-any-return]
+                       dataclasses_too=True)
 
 
 def numbers_to_tensors(data: _T, device: torch.device) -> _T:
     """Turn every plain ``int``/``float``/``bool`` leaf of ``data`` into a tensor on ``device`` (collectives take
     numbers and nested collections of them, as Lightning's do); tensors are moved to ``device``."""
-    if isinstance(data, (bool, int, float)):
-        return torch.tensor(data, device=device)  # type: ignore[return-value]
-    if isinstance(data, torch.Tensor):
-        return data.to(device)  # type: ignore[return-value]
-    if isinstance(data, (list, tuple)):
-        items = [numbers_to_tensors(d, device) for d in data]
-        if isinstance(data, tuple) and hasattr(data, "_fields"):
-            return type(data)(*items)  # type: ignore[return-value]
-        return type(data)(items)  # type: ignore[call-arg]
-    if isinstance(data, Mapping):
-        return type(data)({k: numbers_to_tensors(v, device) for k, v in data.items()})  # type: ignore[call-arg]
-    return data
+
+    def convert(x: Any) -> Any:
+        if isinstance(x, (bool, int, float)):
+            return torch.tensor(x, device=device)
+        return x.to(device) if isinstance(x, torch.Tensor) else x
+
+    return _map_leaves(data, convert, dataclasses_too=False)  # type: ignore[no-any-return]
 
 
 def move_to_device(data: _T, device: torch.device) -> _T:
