@@ -17,7 +17,7 @@ from xtrain.core import ConfigError
 from xtrain.core.testing import StrategyConformance
 from xtrain.strategies._internal.averaging import shift_peers
 from xtrain.strategies._internal.comm_hooks import dequantize, quantize
-from xtrain.strategies.async_averaging import AsyncModelAveragingStrategy
+from xtrain.strategies.async_averaging import AsyncModelAveragingStrategy, _round_message
 from xtrain.strategies.averaging import LocalSGDStrategy
 from xtrain.strategies.compression import CompressedDDPStrategy
 
@@ -182,3 +182,27 @@ def test_int8_hook_does_not_depend_on_the_bucket_layout(tmp_path: Any) -> None:
         assert (together[300:340] - b).abs().max() <= (b.max() - b.min()) / 255 / 2 + 1e-9
     finally:
         dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("default", [torch.float16, torch.bfloat16, torch.float64])
+def test_async_round_message_is_float32_whatever_the_default_dtype(default: torch.dtype) -> None:
+    # '-true' precisions switch torch's default dtype around each step, process-wide, while the averaging thread
+    # builds its message: a rank that built it under float64 sent twice the bytes its peer expected (gloo abort).
+    tensors = [torch.arange(6, dtype=torch.float16).reshape(2, 3), torch.ones(2, dtype=torch.float64)]
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(default)
+    try:
+        message = _round_message(tensors, stop=True)
+    finally:
+        torch.set_default_dtype(previous)
+    assert message.dtype == torch.float32 and message.device.type == "cpu"
+    assert message.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("precision", ["64-true", "16-true"])
+def test_async_averaging_rounds_pair_up_under_true_precisions(train: Callable[..., Run], precision: str) -> None:
+    # Rounds back to back (interval 0) while the main thread switches the default dtype every step.
+    run = train({**SETTINGS, "max_steps": 30, "precision": precision, "strategy": "async_model_averaging",
+                 "strategy_options": {"interval_ms": 0}})
+    first, second = _after_fit(run, 0), _after_fit(run, 1)
+    assert_close(_params(first), _params(second), tol=0.0)

@@ -12,7 +12,9 @@ happens at the end of every epoch's batches and at teardown, followed by one syn
 epoch-end checkpoints and the trained model are one model; the next step starts the background rounds again.
 
 The all-reduce runs on CPU copies (gloo), whatever the device: it works everywhere and leaves the device's own
-process group to the training loop.
+process group to the training loop. Its message is float32 by construction: the thread must not create tensors
+with torch's default dtype, which ``-true`` precisions switch (process-wide) around every step, so two ranks would
+otherwise send rounds of different sizes (gloo aborts with "Received data size doesn't match expected size").
 """
 
 from __future__ import annotations
@@ -103,8 +105,8 @@ class AsyncModelAveragingStrategy(ReplicaStrategy):
     def _round(self, tensors: list[torch.Tensor], *, stop: bool) -> bool:
         """One averaging round; returns whether any rank asked to stop in it."""
         with self._lock:
-            snapshot = torch.cat([t.detach().reshape(-1).to("cpu", torch.float32) for t in tensors])
-        message = torch.cat([snapshot, torch.tensor([1.0 if stop else 0.0])])
+            message = _round_message(tensors, stop=stop)
+        snapshot = message[:-1].clone()
         self.communication.add(message)
         dist.all_reduce(message, group=self._group)
         delta = message[:-1] / self.world_size - snapshot
@@ -141,3 +143,18 @@ class AsyncModelAveragingStrategy(ReplicaStrategy):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(interval_ms={self.interval_ms})"
+
+
+def _round_message(tensors: list[torch.Tensor], *, stop: bool) -> torch.Tensor:
+    """The float32 CPU vector a round all-reduces: every weight, then the stop mark (1.0 asks every rank to stop).
+
+    Every dtype is explicit, so the message has the same size on every rank whatever the default dtype is.
+    """
+    numel = sum(t.numel() for t in tensors)
+    message = torch.empty(numel + 1, dtype=torch.float32, device="cpu")
+    offset = 0
+    for t in tensors:
+        message[offset:offset + t.numel()].copy_(t.detach().reshape(-1))
+        offset += t.numel()
+    message[-1] = 1.0 if stop else 0.0
+    return message
