@@ -105,6 +105,11 @@ CASES: dict[str, tuple[type[TinyClassifier], Any, str]] = {
     "optimizer state shape": (TinyClassifier, lambda c: c["optimizer_states"][0]["state"].update(
         {"net.0.weight": {"momentum_buffer": torch.ones(3, 3)}}), r"momentum_buffer: checkpoint \(3, 3\)"),
     "callback state type": (TinyClassifier, lambda c: c.update(callbacks=[1]), "callbacks: a list"),
+    "missing loop counter": (TinyClassifier, lambda c: c["loops"].pop("total_batches"),
+                             "loops: total_batches missing"),
+    "optimizer field kinds": (TinyClassifier, lambda c: c["optimizer_states"][0].update(state={
+        "net.0.weight": {"step": torch.tensor(3.0)}, "net.0.bias": {"step": 2.5}}),
+        r"fields whose kind differs between parameters: step \(number, tensor\)"),
 }
 
 

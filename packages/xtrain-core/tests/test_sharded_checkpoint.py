@@ -110,6 +110,7 @@ def test_copies_are_independent_and_layouts_can_replace_each_other(tmp_path: Pat
     assert read_sharded_checkpoint(tmp_path / "last.ckpt")["loops"]["global_step"] == 1
     # A strategy writing files takes over a directory's name, and the other way round (resuming elsewhere).
     strategy.save_checkpoint({"x": torch.ones(1)}, tmp_path / "last.ckpt")
+    strategy.checkpoint_io.settle()  # the file is renamed onto its path in the background
     assert (tmp_path / "last.ckpt").is_file()
     saver.save(_checkpoint(3.0), tmp_path / "b.ckpt")
     copy_sharded_checkpoint(tmp_path / "b.ckpt", tmp_path / "last.ckpt")

@@ -361,6 +361,7 @@ class Strategy(ABC):
         if not self.is_global_zero:
             return
         if is_sharded(source):
+            self.checkpoint_io.settle()  # a file save to ``destination`` finishing later would land over the copy
             copy_sharded_checkpoint(source, destination)
         else:
             with room_for_file(destination):
@@ -383,6 +384,7 @@ class Strategy(ABC):
     def remove_checkpoint(self, path: PathLike) -> None:
         if self.is_global_zero:
             if is_sharded(path):
+                self.checkpoint_io.settle()  # queued file work on this path runs first, as it was asked first
                 remove_checkpoint_path(path)
             else:
                 self.checkpoint_io.remove_checkpoint(path)

@@ -98,6 +98,13 @@ class RestorePlan:
         fields = {frozenset(e) for e in state["state"].values() if isinstance(e, dict)}
         if len(fields) > 1:
             self.problems.append(f"{where}: the parameters' states hold different fields ({sorted(map(sorted, fields))})")
+        kinds: dict[str, set[str]] = {}
+        for entry in (e for e in state["state"].values() if isinstance(e, dict)):
+            for field, value in entry.items():
+                kinds.setdefault(field, set()).add(_state_kind(value))
+        mixed = sorted(f"{field} ({', '.join(sorted(k))})" for field, k in kinds.items() if len(k) > 1)
+        if mixed:  # every parameter's state is written by the same optimizer code: one kind per field
+            self.problems.append(f"{where}: fields whose kind differs between parameters: {', '.join(mixed)}")
         for name, entry in state["state"].items():
             param = params.get(name)
             if param is None or not isinstance(entry, dict):
@@ -116,6 +123,10 @@ class RestorePlan:
             self.problems.append(f"loops: a {type(state).__name__}, not a dict of counters")
             return
         odd = [str(k) for k, v in state.items() if not isinstance(v, int) or isinstance(v, bool)]
+        missing = [k for k in FitProgress().state_dict() if k not in state]  # every xtrain checkpoint has them all
+        if missing:
+            self.problems.append(f"loops: {_listed(missing)} missing")
+            return
         if odd:
             self.problems.append(f"loops: {_listed(odd)} not whole numbers")
             return
@@ -203,6 +214,15 @@ class RestorePlan:
         fixes = " ".join(self.fixes)
         raise CheckpointError(f"checkpoint {self.path!r} does not fit this run; nothing was loaded:\n  {shown}{more}"
                               f"\nFix: {fixes or 'build the model and optimizers as they were when it was saved.'}")
+
+
+def _state_kind(value: Any) -> str:
+    """The kind of a per-parameter optimizer state field: a tensor, a number or a sequence (or the type's name)."""
+    if isinstance(value, torch.Tensor):
+        return "tensor"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return "number"
+    return "sequence" if isinstance(value, (list, tuple)) else type(value).__name__
 
 
 def _same_kind(saved: Any, live: Any) -> bool:

@@ -1,0 +1,83 @@
+"""Per-step overhead as CPU instructions, counted by valgrind: the same arms as ``step_overhead.py``, without noise.
+
+Wall-clock ratios on a shared or virtual machine move by several percent between identical runs, more than the
+overheads being measured. Instructions executed are deterministic: each arm runs under ``valgrind --tool=cachegrind``
+for ``--short`` and ``--long`` steps, and the difference divided by the extra steps is the instructions one step
+costs (setup, imports and the first epoch cancel out; per-epoch work such as the checkpoint save is included,
+amortized). The ratio to the plain loop is the overhead the step path itself adds in the training process.
+
+What it cannot see: time in the kernel (file writes, fsync), waiting for other threads or the disk, and cache or
+branch effects; ``step_overhead.py`` measures those, with its noise. About a minute per run; arms run in parallel.
+
+Run:  python tools/bench/step_instructions.py [--arms plain,lean,...] [--short 100] [--long 500] [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+_ARMS = ("plain", "plain_clip", "lean", "defaults", "log1", "log20", "clip", "engine")
+_BASELINE = {"clip": "plain_clip"}
+# Runs one arm once: imported from step_overhead.py so both tools time exactly the same code.
+_RUN_ONE = """
+import importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("step_overhead", {path!r})
+so = importlib.util.module_from_spec(spec); spec.loader.exec_module(so)
+torch.set_num_threads(1)
+arm, steps = sys.argv[1], int(sys.argv[2])
+arms = {{"plain": so.plain, "plain_clip": lambda s: so.plain(s, clip=1.0), "engine": so.engine,
+        "lean": lambda s: so.trainer(s, lean=True), "defaults": lambda s: so.trainer(s, lean=False),
+        "log1": lambda s: so.trainer(s, lean=False, logged=1), "log20": lambda s: so.trainer(s, lean=False, logged=20),
+        "clip": lambda s: so.trainer(s, lean=False, clip=1.0)}}
+arms[arm](steps)
+"""
+
+
+def instructions(arm: str, steps: int) -> int:
+    """Instructions the whole process executed training ``arm`` for ``steps`` steps."""
+    code = _RUN_ONE.format(path=str(_HERE / "step_overhead.py"))
+    result = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+                             sys.executable, "-c", code, arm, str(steps)], capture_output=True, text=True, check=True)
+    found = re.search(r"I\s+refs:\s+([\d,]+)", result.stderr)
+    if found is None:
+        raise RuntimeError(f"no instruction count in valgrind's output:\n{result.stderr[-2000:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--arms", default=",".join(_ARMS))
+    parser.add_argument("--short", type=int, default=100)
+    parser.add_argument("--long", type=int, default=500)
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        print("valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
+        return 2
+    wanted = [a for a in args.arms.split(",") if a in _ARMS]
+    for arm in list(wanted):
+        base = _BASELINE.get(arm, "plain")
+        if base not in wanted:
+            wanted.insert(0, base)
+    runs = [(arm, steps) for arm in wanted for steps in (args.short, args.long)]
+    with ThreadPoolExecutor(args.jobs) as pool:
+        counts = dict(zip(runs, pool.map(lambda run: instructions(*run), runs), strict=True))
+    per_step = {arm: (counts[arm, args.long] - counts[arm, args.short]) / (args.long - args.short) for arm in wanted}
+    print(f"instructions per step (valgrind, ({args.long} - {args.short} steps) / {args.long - args.short}), "
+          f"ratio to the plain loop")
+    print(f"{'arm':10} {'instr/step':>12} {'vs':>10} {'ratio':>7}")
+    for arm in wanted:
+        base = _BASELINE.get(arm, "plain")
+        print(f"{arm:10} {per_step[arm]:12,.0f} {base:>10} {per_step[arm] / per_step[base]:7.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
