@@ -6,6 +6,11 @@ are equal, then prints microseconds per step and the ratio to its plain loop. Ar
 each arm runs between two runs of its plain loop and is divided by their mean (the speed of a shared machine drifts
 within seconds), and the minimum and median of those ratios over the rounds are reported.
 
+Two measures per run: the whole run (``run`` columns: setup, every epoch and the end of training), and the median
+epoch (``epoch`` columns: 100 steps and everything at the epoch's end, such as the checkpoint save; the first epoch,
+which warms up, is left out). A hiccup of a shared machine lengthens a few epochs of one run; the median epoch
+ignores it, so the ``epoch`` ratios are the steadier estimate of the per-step cost.
+
 Arms (the tiny model is where per-step overhead shows most):
 
 - ``plain``: the hand-written loop; ``plain_clip``: the same with ``clip_grad_norm_(..., 1.0)`` before each step.
@@ -29,13 +34,14 @@ Run:  python tools/bench/step_overhead.py [--steps 3000] [--rounds 5] [--arms pl
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch.utils.data import DataLoader, TensorDataset
@@ -54,6 +60,14 @@ def task_data() -> TensorDataset:
 def task_net() -> torch.nn.Module:
     """The 32-64-10 MLP every arm trains."""
     return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+
+
+class Run(NamedTuple):
+    """One timed run: seconds in all, the final loss, and the seconds of each complete epoch after the first."""
+
+    elapsed: float
+    loss: float
+    epochs: list[float]
 
 
 ACCELERATOR = "cpu"
@@ -76,14 +90,16 @@ def _paired_sequence(wanted: list[str]) -> list[str]:
 
 def _loop(net: Any, opt: torch.optim.Optimizer, loader: Any, steps: int,
           backward: Callable[[torch.Tensor], None], device: torch.device | None = None,
-          clip: float | None = None) -> tuple[float, float]:
+          clip: float | None = None) -> Run:
     """The hand-written loop every non-Trainer arm runs; only ``backward``, the setup and (for the plain arm) moving
     batches to ``device`` differ. The final loss is read before the clock stops, so queued GPU work is counted."""
     move = device is not None and device.type != "cpu"
     done = 0
     loss = torch.tensor(0.0)
     start = CLOCK()
+    marks: list[float] = []
     while done < steps:
+        marks.append(CLOCK())
         for x, y in loader:
             if move:
                 x, y = x.to(device), y.to(device)
@@ -97,10 +113,17 @@ def _loop(net: Any, opt: torch.optim.Optimizer, loader: Any, steps: int,
             if done >= steps:
                 break
     final = float(loss.detach())
-    return CLOCK() - start, final
+    end = CLOCK()
+    return Run(end - start, final, _epochs(marks))
 
 
-def plain(steps: int, *, clip: float | None = None) -> tuple[float, float]:
+def _epochs(marks: list[float]) -> list[float]:
+    """Durations of the epochs between the first (warm-up) and the last (the end of training), from the clock at
+    each epoch's start: each includes its epoch's end (for the Trainer, the checkpoint save)."""
+    return [b - a for a, b in itertools.pairwise(marks[1:])]
+
+
+def plain(steps: int, *, clip: float | None = None) -> Run:
     torch.manual_seed(0)
     device = torch.device(ACCELERATOR)
     net = task_net().to(device)
@@ -109,8 +132,8 @@ def plain(steps: int, *, clip: float | None = None) -> tuple[float, float]:
     return _loop(net, opt, loader, steps, lambda loss: loss.backward(), device, clip)
 
 
-def trainer(steps: int, *, lean: bool, logged: int = 0, clip: float | None = None) -> tuple[float, float]:
-    from xtrain.core import Trainer, TrainModule
+def trainer(steps: int, *, lean: bool, logged: int = 0, clip: float | None = None) -> Run:
+    from xtrain.core import Callback, Trainer, TrainModule
 
     names = ["loss", *(f"metric_{i}" for i in range(1, logged))][:logged]
 
@@ -131,6 +154,12 @@ def trainer(steps: int, *, lean: bool, logged: int = 0, clip: float | None = Non
         def configure_optimizers(self) -> torch.optim.Optimizer:
             return torch.optim.SGD(self.parameters(), lr=0.05)
 
+    marks: list[float] = []
+
+    class Marks(Callback):  # one clock read per epoch, as the plain loop's
+        def on_train_epoch_start(self, trainer: Any, module: Any) -> None:
+            marks.append(CLOCK())
+
     torch.manual_seed(0)
     module = Tiny()
     loader = DataLoader(task_data(), batch_size=64, shuffle=True)
@@ -138,15 +167,16 @@ def trainer(steps: int, *, lean: bool, logged: int = 0, clip: float | None = Non
         extra = {"enable_checkpointing": False, "logger": False, "enable_progress_bar": False,
                  "enable_model_summary": False}
         t = Trainer(max_steps=steps, default_root_dir=root, accelerator=ACCELERATOR, devices=1,
-                    gradient_clip_val=clip, **(extra if lean else {"enable_model_summary": False}))
+                    gradient_clip_val=clip, callbacks=[Marks()],
+                    **(extra if lean else {"enable_model_summary": False}))
         start = CLOCK()
         t.fit(module, loader)
         final = float(module.last.detach())
-        elapsed = CLOCK() - start
-    return elapsed, final
+        end = CLOCK()
+    return Run(end - start, final, _epochs(marks))
 
 
-def engine(steps: int) -> tuple[float, float]:
+def engine(steps: int) -> Run:
     from xtrain.core import Engine
 
     torch.manual_seed(0)
@@ -158,7 +188,7 @@ def engine(steps: int) -> tuple[float, float]:
     return _loop(net, opt, loader, steps, eng.backward)
 
 
-def fabric(steps: int) -> tuple[float, float]:
+def fabric(steps: int) -> Run:
     from lightning.fabric import Fabric  # type: ignore[import-not-found]
 
     torch.manual_seed(0)
@@ -191,7 +221,7 @@ def main() -> int:
     ACCELERATOR = args.accelerator
     CLOCK = time.process_time if args.clock == "process" else time.perf_counter
     torch.set_num_threads(1)
-    arms: dict[str, Callable[[int], tuple[float, float]]] = {
+    arms: dict[str, Callable[[int], Run]] = {
         "plain": plain, "plain_clip": lambda s: plain(s, clip=1.0), "lean": lambda s: trainer(s, lean=True),
         "defaults": lambda s: trainer(s, lean=False), "log1": lambda s: trainer(s, lean=False, logged=1),
         "log20": lambda s: trainer(s, lean=False, logged=20), "clip": lambda s: trainer(s, lean=False, clip=1.0),
@@ -210,30 +240,37 @@ def main() -> int:
     losses: dict[str, float] = {}
     for arm in wanted:  # warm-up round, not counted
         arms[arm](min(args.steps, 300))
-    ratios: dict[str, list[float]] = {a: [] for a in wanted}
+    # Per arm, one ratio per round for each measure: the whole run, and the median epoch.
+    ratios: dict[str, dict[str, list[float]]] = {a: {"run": [], "epoch": []} for a in wanted}
     for _ in range(args.rounds):
         # Each arm runs between two runs of its baseline and is divided by their mean: the machine's speed drifts
         # within seconds here, so a baseline taken once per round (tens of seconds) is too far away.
         sequence = _paired_sequence(wanted)
-        measured = []
+        measured: list[dict[str, float]] = []
         for arm in sequence:
-            elapsed, loss = arms[arm](args.steps)
-            measured.append(elapsed)
-            times[arm].append(elapsed)
-            losses[arm] = loss
+            run = arms[arm](args.steps)
+            measured.append({"run": run.elapsed,
+                             "epoch": statistics.median(run.epochs) if run.epochs else run.elapsed})
+            times[arm].append(run.elapsed)
+            losses[arm] = run.loss
         for i, arm in enumerate(sequence):
             if arm not in _BASELINES:
-                ratios[arm].append(measured[i] / ((measured[i - 1] + measured[i + 1]) / 2))
+                for measure, values in ratios[arm].items():
+                    base = (measured[i - 1][measure] + measured[i + 1][measure]) / 2
+                    values.append(measured[i][measure] / base)
     for base in _BASELINES & set(wanted):
-        ratios[base] = [1.0]
+        ratios[base] = {"run": [1.0], "epoch": [1.0]}
     print(f"step overhead: {args.steps} steps, {args.rounds} interleaved rounds, torch {torch.__version__}, 1 thread, "
-          f"on {ACCELERATOR}, {args.clock} clock; ratio = arm / the mean of its plain loop run just before and after")
-    print(f"{'arm':10} {'us/step':>9} {'vs':>10} {'min':>7} {'median':>7} {'final loss':>12}")
+          f"on {ACCELERATOR}, {args.clock} clock; ratio = arm / the mean of its plain loop run just before and after;"
+          f" run: whole runs, epoch: each run's median epoch")
+    print(f"{'arm':10} {'us/step':>9} {'vs':>10} {'run min':>8} {'median':>7} {'epoch min':>10} {'median':>7} "
+          f"{'final loss':>12}")
     for arm in wanted:
         base = _BASELINE.get(arm, "plain")
         med = statistics.median(times[arm])
-        print(f"{arm:10} {med / args.steps * 1e6:9.1f} {base:>10} {min(ratios[arm]):7.3f} "
-              f"{statistics.median(ratios[arm]):7.3f} {losses[arm]:12.6f}")
+        run, epoch = ratios[arm]["run"], ratios[arm]["epoch"]
+        print(f"{arm:10} {med / args.steps * 1e6:9.1f} {base:>10} {min(run):8.3f} {statistics.median(run):7.3f} "
+              f"{min(epoch):10.3f} {statistics.median(epoch):7.3f} {losses[arm]:12.6f}")
     mismatched = [a for a in wanted if a != "fabric" and losses[a] != losses[_BASELINE.get(a, "plain")]]
     if mismatched:
         print(f"FINAL LOSSES DIFFER from the plain loop: {mismatched}")

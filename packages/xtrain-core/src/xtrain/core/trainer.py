@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from contextlib import AbstractContextManager, suppress
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
@@ -40,7 +40,6 @@ from xtrain.core._internal.data import (
     resumable_sampler,
     warn_empty_eval,
 )
-from xtrain.core._internal.fit_loop_view import FitLoopView
 from xtrain.core._internal.hang import DEFAULT_HANG_TIMEOUT, parse_hang_timeout
 from xtrain.core._internal.hook_overrides import step_scheduler
 from xtrain.core._internal.hooks import HookDispatcher
@@ -81,6 +80,9 @@ from xtrain.core.precision import Precision
 from xtrain.core.profilers.profiler import Profiler
 from xtrain.core.rank_zero import rank_zero_only
 from xtrain.core.strategy import Strategy
+
+if TYPE_CHECKING:
+    from xtrain.core._internal.fit_loop_view import FitLoopView
 
 __all__ = ["Trainer"]
 
@@ -304,6 +306,8 @@ class Trainer:
     @property
     def fit_loop(self) -> FitLoopView:
         """What Lightning scripts read of ``trainer.fit_loop`` (``setup_data()``, ``max_epochs``, batch counts)."""
+        from xtrain.core._internal.fit_loop_view import FitLoopView
+
         return FitLoopView(self, self._progress, lambda: self._setup_dataloaders("fit"))
 
     @property

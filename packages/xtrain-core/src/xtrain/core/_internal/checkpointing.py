@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from xtrain.core._internal.hparams import checkpoint_hparams
 from xtrain.core._internal.manifest import FORMAT_VERSION, write_manifest
 from xtrain.core._internal.metric_objects import gather_metric_states
-from xtrain.core._internal.restore_apply import restore_checkpoint
 from xtrain.core._internal.rng import collect_rng_states
 from xtrain.core.errors import ConfigError
 from xtrain.core.sharded_checkpoint import checkpoint_complete
@@ -31,6 +30,14 @@ __all__ = ["FORMAT_VERSION", "build_checkpoint", "find_checkpoint", "manifest", 
 def manifest(trainer: Trainer) -> dict[str, Any]:
     return write_manifest(trainer.strategy)
 
+
+
+def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fitting: bool) -> None:
+    """Load a checkpoint into the run, all or nothing (:mod:`~xtrain.core._internal.restore_apply`, imported when a
+    run restores, not with the Trainer)."""
+    from xtrain.core._internal.restore_apply import restore_checkpoint as apply
+
+    apply(trainer, checkpoint, path, fitting=fitting)
 
 def build_checkpoint(trainer: Trainer, *, weights_only: bool = False) -> dict[str, Any]:
     """The full state of ``trainer``'s run. Every rank must call it (it gathers the ranks' RNG states)."""

@@ -20,7 +20,6 @@ import math
 from datetime import timedelta
 from typing import Any
 
-from xtrain.core._internal.hang_report import main_thread_state
 from xtrain.core._internal.progress_signal import PROGRESS, ProgressSignal
 from xtrain.core.errors import ConfigError
 
@@ -92,6 +91,8 @@ class HangMonitor:
         stalled = now - self.last_change
         if stalled <= limit:
             return None
+        from xtrain.core._internal.hang_report import main_thread_state  # only once a rank stalls
+
         waiting = main_thread_state(self.thread_id, s).waiting
         if waiting is None:
             return f"rank made no progress for {stalled:.1f} s (limit {limit:g} s)"
