@@ -150,11 +150,5 @@ def _round_message(tensors: list[torch.Tensor], *, stop: bool) -> torch.Tensor:
 
     Every dtype is explicit, so the message has the same size on every rank whatever the default dtype is.
     """
-    numel = sum(t.numel() for t in tensors)
-    message = torch.empty(numel + 1, dtype=torch.float32, device="cpu")
-    offset = 0
-    for t in tensors:
-        message[offset:offset + t.numel()].copy_(t.detach().reshape(-1))
-        offset += t.numel()
-    message[-1] = 1.0 if stop else 0.0
-    return message
+    mark = torch.tensor([1.0 if stop else 0.0], dtype=torch.float32)
+    return torch.cat([*(t.detach().reshape(-1).to("cpu", torch.float32) for t in tensors), mark])

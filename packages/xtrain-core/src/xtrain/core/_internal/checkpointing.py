@@ -31,13 +31,13 @@ def manifest(trainer: Trainer) -> dict[str, Any]:
     return write_manifest(trainer.strategy)
 
 
-
 def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fitting: bool) -> None:
     """Load a checkpoint into the run, all or nothing (:mod:`~xtrain.core._internal.restore_apply`, imported when a
     run restores, not with the Trainer)."""
     from xtrain.core._internal.restore_apply import restore_checkpoint as apply
 
     apply(trainer, checkpoint, path, fitting=fitting)
+
 
 def build_checkpoint(trainer: Trainer, *, weights_only: bool = False) -> dict[str, Any]:
     """The full state of ``trainer``'s run. Every rank must call it (it gathers the ranks' RNG states)."""

@@ -122,11 +122,11 @@ class RestorePlan:
         if not isinstance(state, dict):
             self.problems.append(f"loops: a {type(state).__name__}, not a dict of counters")
             return
-        odd = [str(k) for k, v in state.items() if not isinstance(v, int) or isinstance(v, bool)]
         missing = [k for k in FitProgress().state_dict() if k not in state]  # every xtrain checkpoint has them all
         if missing:
             self.problems.append(f"loops: {_listed(missing)} missing")
             return
+        odd = [str(k) for k, v in state.items() if not isinstance(v, int) or isinstance(v, bool)]
         if odd:
             self.problems.append(f"loops: {_listed(odd)} not whole numbers")
             return
