@@ -22,21 +22,16 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from step_overhead import BASELINE_OF, arm_functions
+
 _HERE = Path(__file__).resolve().parent
-_ARMS = ("plain", "plain_clip", "lean", "defaults", "log1", "log20", "clip", "engine")
-_BASELINE = {"clip": "plain_clip"}
-# Runs one arm once: imported from step_overhead.py so both tools time exactly the same code.
+# Runs one arm once, through step_overhead.py's own arm table, so both tools time exactly the same code.
 _RUN_ONE = """
 import importlib.util, sys, torch
 spec = importlib.util.spec_from_file_location("step_overhead", {path!r})
 so = importlib.util.module_from_spec(spec); spec.loader.exec_module(so)
 torch.set_num_threads(1)
-arm, steps = sys.argv[1], int(sys.argv[2])
-arms = {{"plain": so.plain, "plain_clip": lambda s: so.plain(s, clip=1.0), "engine": so.engine,
-        "lean": lambda s: so.trainer(s, lean=True), "defaults": lambda s: so.trainer(s, lean=False),
-        "log1": lambda s: so.trainer(s, lean=False, logged=1), "log20": lambda s: so.trainer(s, lean=False, logged=20),
-        "clip": lambda s: so.trainer(s, lean=False, clip=1.0)}}
-arms[arm](steps)
+so.arm_functions()[sys.argv[1]](int(sys.argv[2]))
 """
 
 
@@ -53,7 +48,8 @@ def instructions(arm: str, steps: int) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--arms", default=",".join(_ARMS))
+    known = [a for a in arm_functions() if a != "fabric"]  # Lightning's loop is not what this tool is about
+    parser.add_argument("--arms", default=",".join(known))
     parser.add_argument("--short", type=int, default=100)
     parser.add_argument("--long", type=int, default=500)
     parser.add_argument("--jobs", type=int, default=2)
@@ -61,9 +57,9 @@ def main() -> int:
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
         return 2
-    wanted = [a for a in args.arms.split(",") if a in _ARMS]
+    wanted = [a for a in args.arms.split(",") if a in known]
     for arm in list(wanted):
-        base = _BASELINE.get(arm, "plain")
+        base = BASELINE_OF.get(arm, "plain")
         if base not in wanted:
             wanted.insert(0, base)
     runs = [(arm, steps) for arm in wanted for steps in (args.short, args.long)]
@@ -74,7 +70,7 @@ def main() -> int:
           f"ratio to the plain loop")
     print(f"{'arm':10} {'instr/step':>12} {'vs':>10} {'ratio':>7}")
     for arm in wanted:
-        base = _BASELINE.get(arm, "plain")
+        base = BASELINE_OF.get(arm, "plain")
         print(f"{arm:10} {per_step[arm]:12,.0f} {base:>10} {per_step[arm] / per_step[base]:7.3f}")
     return 0
 

@@ -8,8 +8,8 @@ within seconds), and the minimum and median of those ratios over the rounds are 
 
 Two measures per run: the whole run (``run`` columns: setup, every epoch and the end of training), and the median
 epoch (``epoch`` columns: 100 steps and everything at the epoch's end, such as the checkpoint save; the first epoch,
-which warms up, is left out). A hiccup of a shared machine lengthens a few epochs of one run; the median epoch
-ignores it, so the ``epoch`` ratios are the steadier estimate of the per-step cost.
+which warms up, is left out). A hiccup of a shared machine lengthens a few epochs of one run and the median epoch
+ignores it; a drift of the machine's speed over seconds moves both measures.
 
 Arms (the tiny model is where per-step overhead shows most):
 
@@ -72,7 +72,7 @@ class Run(NamedTuple):
 
 ACCELERATOR = "cpu"
 CLOCK = time.perf_counter
-_BASELINE = {"clip": "plain_clip"}
+BASELINE_OF = {"clip": "plain_clip"}
 _BASELINES = {"plain", "plain_clip"}
 
 
@@ -81,7 +81,7 @@ def _paired_sequence(wanted: list[str]) -> list[str]:
     ``plain lean plain defaults plain plain_clip clip plain_clip``."""
     sequence: list[str] = []
     for arm in (a for a in wanted if a not in _BASELINES):
-        base = _BASELINE.get(arm, "plain")
+        base = BASELINE_OF.get(arm, "plain")
         if not sequence or sequence[-1] != base:
             sequence.append(base)
         sequence += [arm, base]
@@ -200,6 +200,16 @@ def fabric(steps: int) -> Run:
     return _loop(net, opt, loader, steps, fab.backward)
 
 
+def arm_functions() -> dict[str, Callable[[int], Run]]:
+    """Every arm by name, each taking a number of steps (``fabric`` needs Lightning installed)."""
+    return {
+        "plain": plain, "plain_clip": lambda s: plain(s, clip=1.0), "lean": lambda s: trainer(s, lean=True),
+        "defaults": lambda s: trainer(s, lean=False), "log1": lambda s: trainer(s, lean=False, logged=1),
+        "log20": lambda s: trainer(s, lean=False, logged=20), "clip": lambda s: trainer(s, lean=False, clip=1.0),
+        "engine": engine, "fabric": fabric,
+    }
+
+
 def import_time(statement: str, rounds: int) -> float:
     code = f"import time; t = time.perf_counter(); {statement}; print(time.perf_counter() - t)"
     times = [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
@@ -221,12 +231,7 @@ def main() -> int:
     ACCELERATOR = args.accelerator
     CLOCK = time.process_time if args.clock == "process" else time.perf_counter
     torch.set_num_threads(1)
-    arms: dict[str, Callable[[int], Run]] = {
-        "plain": plain, "plain_clip": lambda s: plain(s, clip=1.0), "lean": lambda s: trainer(s, lean=True),
-        "defaults": lambda s: trainer(s, lean=False), "log1": lambda s: trainer(s, lean=False, logged=1),
-        "log20": lambda s: trainer(s, lean=False, logged=20), "clip": lambda s: trainer(s, lean=False, clip=1.0),
-        "engine": engine, "fabric": fabric,
-    }
+    arms = arm_functions()
     wanted = [a for a in args.arms.split(",") if a in arms]
     if "plain" not in wanted:
         wanted.insert(0, "plain")
@@ -266,12 +271,12 @@ def main() -> int:
     print(f"{'arm':10} {'us/step':>9} {'vs':>10} {'run min':>8} {'median':>7} {'epoch min':>10} {'median':>7} "
           f"{'final loss':>12}")
     for arm in wanted:
-        base = _BASELINE.get(arm, "plain")
+        base = BASELINE_OF.get(arm, "plain")
         med = statistics.median(times[arm])
         run, epoch = ratios[arm]["run"], ratios[arm]["epoch"]
         print(f"{arm:10} {med / args.steps * 1e6:9.1f} {base:>10} {min(run):8.3f} {statistics.median(run):7.3f} "
               f"{min(epoch):10.3f} {statistics.median(epoch):7.3f} {losses[arm]:12.6f}")
-    mismatched = [a for a in wanted if a != "fabric" and losses[a] != losses[_BASELINE.get(a, "plain")]]
+    mismatched = [a for a in wanted if a != "fabric" and losses[a] != losses[BASELINE_OF.get(a, "plain")]]
     if mismatched:
         print(f"FINAL LOSSES DIFFER from the plain loop: {mismatched}")
     if args.no_import:
