@@ -18,6 +18,7 @@ from xtrain.core._internal.checkpointing import restore_checkpoint
 from xtrain.core.testing import TinyClassifier, tiny_loaders
 
 FULL_TRIALS = 300
+_OPTIONAL_RNG = ("numpy", "cuda")
 SHARDED_TRIALS = 60
 
 
@@ -77,6 +78,8 @@ def _structural(rng: random.Random, checkpoint: dict[str, Any]) -> tuple[dict[st
     value = parent[path[-1]]
     if value is None and isinstance(parent, dict):
         kind = "drop"  # a None field has no type to retype against: drop it instead
+    if kind == "drop" and path[0] == "rng" and path[-1] in _OPTIONAL_RNG:
+        kind = "retype"  # without it the checkpoint is valid (numpy never imported) and restores differently
     if kind == "drop" and isinstance(parent, dict):
         del parent[path[-1]]
     elif kind == "reshape" and isinstance(value, torch.Tensor) and value.numel() > 1:
@@ -84,8 +87,17 @@ def _structural(rng: random.Random, checkpoint: dict[str, Any]) -> tuple[dict[st
     else:  # a value of another kind: a number for a string, a tensor for a list... (not just another number)
         kind = "retype"
         parent[path[-1]] = rng.choice([v for v in ("x", None, [1], 2.5, {}, torch.zeros(2, dtype=torch.int64))
-                                       if _kind(v) != _kind(value)])
+                                       if _kind(v) != _kind(value) and not _also_valid(path, value, v)])
     return checkpoint, f"{kind} {path}"
+
+
+def _also_valid(path: tuple[Any, ...], value: Any, replacement: Any) -> bool:
+    """Replacements that make a valid checkpoint which restores as saved: not a damage the oracle could judge."""
+    if "param_groups" in path and isinstance(value, bool):
+        return replacement is None  # optimizer flags (foreach, fused...) are None or a bool across torch versions
+    if path[0] == "rng" and path[-2:] == ("python", 2):
+        return replacement is None or _kind(replacement) == "number"  # Python's cached gauss: None or a float
+    return False
 
 
 def _kind(value: Any) -> str:

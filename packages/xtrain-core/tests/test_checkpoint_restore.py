@@ -110,6 +110,9 @@ CASES: dict[str, tuple[type[TinyClassifier], Any, str]] = {
     "optimizer field kinds": (TinyClassifier, lambda c: c["optimizer_states"][0].update(state={
         "net.0.weight": {"step": torch.tensor(3.0)}, "net.0.bias": {"step": 2.5}}),
         r"fields whose kind differs between parameters: step \(number, tensor\)"),
+    "python rng gauss": (TinyClassifier, lambda c: c["rng"][0]["python"].__setitem__(2, [1]),
+                         "rng: TypeError: the Python generator's cached gauss is a list"),
+    "sampler seed missing": (TinyClassifier, lambda c: c["sampler"].pop("epoch_seed"), "sampler: .* is not"),
 }
 
 

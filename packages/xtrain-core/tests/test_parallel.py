@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from xtrain.core import TrainModule
@@ -41,6 +42,24 @@ def test_rng_state_survives_a_plain_pickle_and_restores_numpy() -> None:
     np.random.seed(99)
     restore_rng_states(states)
     assert np.array_equal(np.random.rand(3), expected)
+
+
+def test_python_rng_state_is_one_bytes_value_and_the_list_form_still_restores() -> None:
+    import random
+    import struct
+
+    random.seed(5)
+    states = collect_rng_states()
+    version, words, gauss = states["python"]
+    assert isinstance(words, bytes) and len(words) == 625 * 4  # one object for torch.save, not 625 ints
+    expected = [random.random() for _ in range(3)]
+    for form in (words, list(struct.unpack("<625I", words))):  # the list: checkpoints of xtrain-core 1.0
+        random.seed(99)
+        restore_rng_states({**states, "python": [version, form, gauss]})
+        assert [random.random() for _ in range(3)] == expected
+    for bad in ([version, words[:-1], gauss], [version, "x", gauss], [version, words, [1]]):
+        with pytest.raises((TypeError, ValueError, struct.error)):
+            restore_rng_states({**states, "python": bad})
 
 
 def test_peer_failures_are_recognised() -> None:

@@ -25,6 +25,7 @@ __all__ = ["MetricStore", "Stage"]
 Stage = Literal["train", "validate", "test", "predict", "sanity_check"]
 _REDUCE = ("mean", "sum", "max", "min")
 _HALF = (torch.float16, torch.bfloat16)
+_F32 = torch.float32
 
 
 @dataclass(slots=True)
@@ -93,6 +94,7 @@ class MetricStore:
         self.callback_metrics: dict[str, torch.Tensor] = {}
         self.logged_metrics: dict[str, float] = {}
         self._in_epoch_end = False
+        self._per_step = True  # in training steps (not epoch-end hooks): where self.log is called every step
         self._pending: dict[str, torch.Tensor] = {}
         self.objects: MetricObjects | None = None  # torchmetrics Metric objects, once one is logged
 
@@ -104,10 +106,12 @@ class MetricStore:
     def epoch_end_logging(self) -> Iterator[None]:
         """Inside epoch-end hooks, a logged value is final at once: no accumulation, no per-step entry."""
         self._in_epoch_end = True
+        self._per_step = False
         try:
             yield
         finally:
             self._in_epoch_end = False
+            self._per_step = self.stage == "train"
 
     def take_pending(self) -> dict[str, float]:
         """Values logged in epoch-end hooks, for the loggers."""
@@ -119,6 +123,19 @@ class MetricStore:
     def log(self, name: str, value: torch.Tensor | float | int, *, prog_bar: bool, logger: bool,
             on_step: bool | None, on_epoch: bool | None, reduce_fx: str, sync_dist: bool,
             batch_size: int | None) -> None:
+        # The common call, a float32 scalar in training_step logged per step only, is a step value: a detach and
+        # a few dict writes (a step may log dozens of keys). Everything else takes the general path below.
+        if (self._per_step and type(value) is torch.Tensor and on_step is not False and not on_epoch
+                and not sync_dist and reduce_fx == "mean" and value.dtype is _F32 and not value.ndim):
+            if value.requires_grad:
+                value = value.detach()
+            self.step_values[name] = value
+            self.callback_metrics[name] = value
+            if logger:
+                self.step_logger_keys.add(name)
+            if prog_bar:
+                self.prog_bar_keys.add(name)
+            return
         if not isinstance(value, (torch.Tensor, float, int)):  # a torchmetrics Metric: see metric_objects.py
             self._log_object(name, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch)
             return
@@ -226,6 +243,7 @@ class MetricStore:
     def begin(self, stage: Stage) -> None:
         """Start an epoch of ``stage`` with empty aggregates."""
         self.stage = stage
+        self._per_step = stage == "train" and not self._in_epoch_end
         self._epochs[stage] = {}
         if self.objects is not None:
             self.objects.begin(stage)
@@ -233,3 +251,4 @@ class MetricStore:
     def switch(self, stage: Stage) -> None:
         """Go back to ``stage`` (after validation inside a training epoch) keeping its aggregates."""
         self.stage = stage
+        self._per_step = stage == "train" and not self._in_epoch_end

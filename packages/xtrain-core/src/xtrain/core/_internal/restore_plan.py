@@ -185,7 +185,7 @@ class RestorePlan:
         """The resumable sampler's state: an epoch number and a seed."""
         if state is None:
             return
-        ok = isinstance(state, dict) and set(state) <= {"epoch", "epoch_seed"} and all(
+        ok = isinstance(state, dict) and set(state) == {"epoch", "epoch_seed"} and all(
             (isinstance(v, int) and not isinstance(v, bool)) or (k == "epoch_seed" and v is None)
             for k, v in state.items())
         if not ok:

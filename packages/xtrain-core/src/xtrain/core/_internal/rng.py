@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import struct
 import sys
 from typing import Any
 
@@ -14,7 +15,9 @@ __all__ = ["collect_rng_states", "restore_rng_states"]
 def collect_rng_states() -> dict[str, Any]:
     """The states of Python's, NumPy's (when imported) and torch's global generators, as checkpoint-safe values."""
     version, internal, gauss = random.getstate()
-    states: dict[str, Any] = {"python": [version, list(internal), gauss], "torch": torch.get_rng_state()}
+    # The 625 words as one bytes value: a list of ints costs torch.save a Python call per int, each epoch.
+    words = struct.pack(f"<{len(internal)}I", *internal)
+    states: dict[str, Any] = {"python": [version, words, gauss], "torch": torch.get_rng_state()}
     np = sys.modules.get("numpy")
     if np is not None:
         kind, keys, pos, has_gauss, cached = np.random.get_state()
@@ -29,6 +32,12 @@ def collect_rng_states() -> dict[str, Any]:
 def restore_rng_states(states: dict[str, Any]) -> None:
     """Restore what :func:`collect_rng_states` returned."""
     version, internal, gauss = states["python"]
+    if isinstance(internal, bytes):
+        internal = struct.unpack(f"<{len(internal) // 4}I", internal)
+    elif not isinstance(internal, list):  # a list: checkpoints of xtrain-core 1.0
+        raise TypeError(f"the Python generator's state is a {type(internal).__name__}, not bytes")
+    if gauss is not None and type(gauss) is not float:  # random.setstate would keep any object here
+        raise TypeError(f"the Python generator's cached gauss is a {type(gauss).__name__}, not a float or None")
     random.setstate((version, tuple(internal), gauss))
     torch.set_rng_state(states["torch"])
     if "numpy" in states:
