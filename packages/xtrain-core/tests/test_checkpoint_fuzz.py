@@ -18,7 +18,6 @@ from xtrain.core._internal.checkpointing import restore_checkpoint
 from xtrain.core.testing import TinyClassifier, tiny_loaders
 
 FULL_TRIALS = 300
-_OPTIONAL_RNG = ("numpy", "cuda")
 SHARDED_TRIALS = 60
 
 
@@ -78,8 +77,8 @@ def _structural(rng: random.Random, checkpoint: dict[str, Any]) -> tuple[dict[st
     value = parent[path[-1]]
     if value is None and isinstance(parent, dict):
         kind = "drop"  # a None field has no type to retype against: drop it instead
-    if kind == "drop" and path[0] == "rng" and path[-1] in _OPTIONAL_RNG:
-        kind = "retype"  # without it the checkpoint is valid (numpy never imported) and restores differently
+    if kind == "drop" and _optional(path):
+        kind = "retype"
     if kind == "drop" and isinstance(parent, dict):
         del parent[path[-1]]
     elif kind == "reshape" and isinstance(value, torch.Tensor) and value.numel() > 1:
@@ -91,12 +90,23 @@ def _structural(rng: random.Random, checkpoint: dict[str, Any]) -> tuple[dict[st
     return checkpoint, f"{kind} {path}"
 
 
+def _optional(path: tuple[Any, ...]) -> bool:
+    """Entries a valid checkpoint may lack (it then restores differently, which the oracle cannot judge)."""
+    return (path == ("sampler",)  # a run without xtrain's resumable sampler
+            or (path[0] == "rng" and path[-1] in ("numpy", "cuda"))  # numpy never imported, no GPU
+            or path[-2:-1] == ("state",)  # a parameter without optimizer state (an unused one)
+            or (path[0] == "callbacks" and (len(path) == 2 or "best_k_models" in path)))  # a callback added later;
+    # a ModelCheckpoint tracking fewer files
+
+
 def _also_valid(path: tuple[Any, ...], value: Any, replacement: Any) -> bool:
     """Replacements that make a valid checkpoint which restores as saved: not a damage the oracle could judge."""
-    if "param_groups" in path and isinstance(value, bool):
-        return replacement is None  # optimizer flags (foreach, fused...) are None or a bool across torch versions
+    if path[0] in ("optimizer_states", "lr_schedulers") and isinstance(value, bool):
+        return replacement is None  # torch's flags (foreach, fused, _is_initial...): None or a bool across versions
     if path[0] == "rng" and path[-2:] == ("python", 2):
         return replacement is None or _kind(replacement) == "number"  # Python's cached gauss: None or a float
+    if path in (("sampler", "epoch_seed"), ("sampler",)):
+        return replacement is None  # no epoch started yet; a run without xtrain's resumable sampler
     return False
 
 

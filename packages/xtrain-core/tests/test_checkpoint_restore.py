@@ -113,7 +113,23 @@ CASES: dict[str, tuple[type[TinyClassifier], Any, str]] = {
     "python rng gauss": (TinyClassifier, lambda c: c["rng"][0]["python"].__setitem__(2, [1]),
                          "rng: TypeError: the Python generator's cached gauss is a list"),
     "sampler seed missing": (TinyClassifier, lambda c: c["sampler"].pop("epoch_seed"), "sampler: .* is not"),
+    "optimizer hyperparameter missing": (TinyClassifier, lambda c: c["optimizer_states"][0]["param_groups"][0].pop(
+        "lr"), "group 0: lr missing"),
+    "optimizer state flattened": (TinyClassifier, lambda c: _flattened_buffer(c),
+                                  r"net.0.weight.momentum_buffer: checkpoint \(\d+,\) vs parameter"),
+    "by-name mark": (TinyClassifier, lambda c: c["optimizer_states"][0].update(xtrain_keyed_by_name="yes"),
+                     "xtrain_keyed_by_name is 'yes', not True"),
+    "scheduler states": (TinyClassifier, lambda c: c.update(lr_schedulers=2.5),
+                         "lr_schedulers: not a collection of state dicts"),
 }
+
+
+def _flattened_buffer(checkpoint: dict[str, Any]) -> None:
+    """Momentum buffers in their parameters' shapes, but one flattened (the other checks see nothing wrong)."""
+    state = checkpoint["optimizer_states"][0]["state"]
+    for name, value in checkpoint["state_dict"].items():
+        state[name] = {"momentum_buffer": torch.zeros_like(value)}
+    state["net.0.weight"]["momentum_buffer"] = state["net.0.weight"]["momentum_buffer"].flatten()
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

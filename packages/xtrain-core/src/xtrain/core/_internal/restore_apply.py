@@ -80,9 +80,10 @@ def plan_restore(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fit
     if fitting:
         names = module_names(strategy.module)
         plan.optimizers(checkpoint["optimizer_states"], trainer.optimizers, [names] * len(trainer.optimizers))
-        plan.states("lr_schedulers", checkpoint["lr_schedulers"], len(trainer.lr_scheduler_configs))
-        for i, (saved, config) in enumerate(zip(checkpoint["lr_schedulers"], trainer.lr_scheduler_configs,
-                                                strict=False)):
+        schedulers = checkpoint["lr_schedulers"]
+        plan.states("lr_schedulers", schedulers, len(trainer.lr_scheduler_configs))
+        for i, (saved, config) in enumerate(zip(schedulers if isinstance(schedulers, list) else [],
+                                                trainer.lr_scheduler_configs, strict=False)):
             plan.like(f"lr_schedulers[{i}]", saved, config.scheduler.state_dict())
         if checkpoint["xtrain"].get("precision") == strategy.precision.name:
             # Checkpoints move between precisions (a bf16 one has no fp16 scaler state); the same one must fit.

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from xtrain.core._internal.progress import FitProgress
-from xtrain.core._internal.state_dict import by_name
+from xtrain.core._internal.state_dict import by_name, mark_problem
 from xtrain.core.errors import CheckpointError
 
 __all__ = ["RestorePlan"]
@@ -78,6 +78,10 @@ class RestorePlan:
             self.problems.append(f"{where}: checkpoint {len(groups)} parameter group(s) vs optimizer "
                                  f"{len(optimizer.param_groups)}")
             return
+        mark = mark_problem(state)
+        if mark is not None:
+            self.problems.append(f"{where}: {mark}")
+            return
         keyed = by_name(state) is not None
         params = {named.get(id(p), ""): p for g in optimizer.param_groups for p in g["params"]}
         for j, (saved, live) in enumerate(zip(groups, optimizer.param_groups, strict=True)):
@@ -85,6 +89,13 @@ class RestorePlan:
             retyped = [k for k, v in saved.items() if k != "params" and k in live and not _same_kind(v, live[k])]
             if retyped:
                 self.problems.append(f"{where} group {j}: {_listed(retyped)} of another type than the optimizer's")
+            # A missing hyperparameter of the optimizer's constructor (lr, betas...) would fail its first step.
+            # Flags (a bool or None) that an older torch did not save are filled in on load; keys others add
+            # (a scheduler's initial_lr) are not the optimizer's own.
+            absent = [str(k) for k, v in live.items() if k not in saved and k in optimizer.defaults
+                      and not (v is None or isinstance(v, bool))]
+            if absent:
+                self.problems.append(f"{where} group {j}: {_listed(absent)} missing")
             if keyed and sorted(map(str, saved["params"])) != sorted(now):
                 gone = sorted(set(now) - set(map(str, saved["params"])))
                 extra = sorted(set(map(str, saved["params"])) - set(now))
@@ -105,6 +116,10 @@ class RestorePlan:
         mixed = sorted(f"{field} ({', '.join(sorted(k))})" for field, k in kinds.items() if len(k) > 1)
         if mixed:  # every parameter's state is written by the same optimizer code: one kind per field
             self.problems.append(f"{where}: fields whose kind differs between parameters: {', '.join(mixed)}")
+        entries = {n: e for n, e in state["state"].items() if isinstance(e, dict)}
+        # A field the optimizer keeps in its parameter's shape (exp_avg, momentum_buffer) has it for every parameter.
+        shaped = {f for n, e in entries.items() if n in params for f, v in e.items()
+                  if isinstance(v, torch.Tensor) and v.dim() and v.shape == params[n].shape}
         for name, entry in state["state"].items():
             param = params.get(name)
             if param is None or not isinstance(entry, dict):
@@ -113,7 +128,8 @@ class RestorePlan:
             for field, value in entry.items():
                 if not isinstance(value, (torch.Tensor, int, float, list, tuple)):
                     self.problems.append(f"{where}: {name}.{field}: a {type(value).__name__}")
-                elif isinstance(value, torch.Tensor) and value.dim() == param.dim() and value.shape != param.shape:
+                elif isinstance(value, torch.Tensor) and value.shape != param.shape and (
+                        value.dim() == param.dim() or (field in shaped and value.dim())):
                     self.problems.append(f"{where}: {name}.{field}: checkpoint {tuple(value.shape)} vs parameter "
                                          f"{tuple(param.shape)}")
 

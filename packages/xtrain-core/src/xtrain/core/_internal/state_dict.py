@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["by_name", "load_optimizer_state", "mark_by_name", "module_names", "optimizer_state"]
+__all__ = ["by_name", "load_optimizer_state", "mark_by_name", "mark_problem", "module_names", "optimizer_state"]
 
 _BY_NAME = "xtrain_keyed_by_name"
 
@@ -43,7 +43,7 @@ def optimizer_state(module: nn.Module, optimizer: torch.optim.Optimizer) -> dict
 
 def load_optimizer_state(module: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
     """Load a state written by :func:`optimizer_state` (or a plain positional one) into ``optimizer``."""
-    if not state.get(_BY_NAME):
+    if state.get(_BY_NAME) is not True:
         optimizer.load_state_dict(state)
         return
     names = module_names(module)
@@ -67,6 +67,12 @@ def mark_by_name(state: dict[str, Any]) -> dict[str, Any]:
 
 def by_name(state: dict[str, Any]) -> dict[str, Any] | None:
     """The name-keyed optimizer state without its mark, or ``None`` if ``state`` is positional."""
-    if not state.get(_BY_NAME):
+    if state.get(_BY_NAME) is not True:
         return None
     return {k: v for k, v in state.items() if k != _BY_NAME}
+
+
+def mark_problem(state: dict[str, Any]) -> str | None:
+    """What is wrong with the name-keyed mark of a saved optimizer state (it is ``True`` or absent), if anything."""
+    mark = state.get(_BY_NAME, True)
+    return None if mark is True else f"{_BY_NAME} is {str(mark)[:50]!r}, not True"
