@@ -369,3 +369,22 @@ def test_a_full_disk_during_a_sharded_save_keeps_the_previous_checkpoint(tmp_pat
     assert out.startswith("ERROR") and str(path) in out and "disk is full" in out and "needs about 400" in out
     assert torch.equal(read_checkpoint(path)["state_dict"]["w"], torch.ones(1000))
     assert len([p for p in path.iterdir() if p.name.startswith("shards-")]) == 1, "the failed save's data was left"
+
+
+class Factored(TinyClassifier):
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adafactor(self.parameters(), lr=0.01)
+
+
+def test_an_adafactor_checkpoint_resumes(tmp_path: Path) -> None:
+    """Adafactor keeps row/column factors for matrices and a variance for vectors: other fields per parameter rank,
+    factors of another shape than the parameter. A good checkpoint of it must resume."""
+    first = quiet_trainer(tmp_path / "a", max_steps=2)
+    first.fit(Factored(), tiny_loaders(n=32)[0])
+    path = tmp_path / "factored.ckpt"
+    first.save_checkpoint(path)
+    saved = torch.load(path, weights_only=True)["optimizer_states"][0]["state"]
+    assert {"row_var", "col_var"} <= set(saved["net.0.weight"]) and "variance" in saved["net.0.bias"]
+    second = quiet_trainer(tmp_path / "b", max_steps=3)
+    second.fit(Factored(), tiny_loaders(n=32)[0], ckpt_path=path)
+    assert second.global_step == 3

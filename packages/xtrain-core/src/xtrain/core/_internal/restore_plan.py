@@ -89,10 +89,10 @@ class RestorePlan:
             retyped = [k for k, v in saved.items() if k != "params" and k in live and not _same_kind(v, live[k])]
             if retyped:
                 self.problems.append(f"{where} group {j}: {_listed(retyped)} of another type than the optimizer's")
-            # A missing hyperparameter of the optimizer's constructor (lr, betas...) would fail its first step.
-            # Flags (a bool or None) that an older torch did not save are filled in on load; keys others add
-            # (a scheduler's initial_lr) are not the optimizer's own.
-            absent = [str(k) for k, v in live.items() if k not in saved and k in optimizer.defaults
+            # A missing hyperparameter (lr, betas, or a scheduler's max_lr that OneCycleLR reads every step) fails
+            # the first step. Flags (a bool or None) that an older torch did not save are filled in on load, and
+            # torch itself handles param_names.
+            absent = [str(k) for k, v in live.items() if k not in saved and k != "param_names"
                       and not (v is None or isinstance(v, bool))]
             if absent:
                 self.problems.append(f"{where} group {j}: {_listed(absent)} missing")
@@ -106,9 +106,15 @@ class RestorePlan:
                                      f"optimizer {len(now)}")
         if not keyed:
             return
-        fields = {frozenset(e) for e in state["state"].values() if isinstance(e, dict)}
-        if len(fields) > 1:
-            self.problems.append(f"{where}: the parameters' states hold different fields ({sorted(map(sorted, fields))})")
+        # One optimizer writes the same fields for parameters of one rank (Adafactor: row/col factors for matrices,
+        # a variance for vectors).
+        by_rank: dict[int, set[frozenset[str]]] = {}
+        for name, entry in state["state"].items():
+            if isinstance(entry, dict) and name in params:
+                by_rank.setdefault(params[name].dim(), set()).add(frozenset(entry))
+        fields = sorted(sorted(f) for found in by_rank.values() if len(found) > 1 for f in found)
+        if fields:
+            self.problems.append(f"{where}: the parameters' states hold different fields ({fields})")
         kinds: dict[str, set[str]] = {}
         for entry in (e for e in state["state"].values() if isinstance(e, dict)):
             for field, value in entry.items():
@@ -128,8 +134,8 @@ class RestorePlan:
             for field, value in entry.items():
                 if not isinstance(value, (torch.Tensor, int, float, list, tuple)):
                     self.problems.append(f"{where}: {name}.{field}: a {type(value).__name__}")
-                elif isinstance(value, torch.Tensor) and value.shape != param.shape and (
-                        value.dim() == param.dim() or (field in shaped and value.dim())):
+                elif isinstance(value, torch.Tensor) and value.dim() and value.shape != param.shape and (
+                        field in shaped or _not_reduced(value, param)):
                     self.problems.append(f"{where}: {name}.{field}: checkpoint {tuple(value.shape)} vs parameter "
                                          f"{tuple(param.shape)}")
 
@@ -253,6 +259,12 @@ def _same_kind(saved: Any, live: Any) -> bool:
     if isinstance(live, (int, float)):
         return isinstance(saved, (int, float)) and not isinstance(saved, bool)
     return True
+
+
+def _not_reduced(value: torch.Tensor, param: torch.Tensor) -> bool:
+    """Whether a same-rank state tensor is neither the parameter's shape nor a reduction of it to size 1 along some
+    dimensions (Adafactor's row and column factors are such reductions)."""
+    return value.dim() == param.dim() and any(v not in (1, p) for v, p in zip(value.shape, param.shape, strict=True))
 
 
 def _listed(keys: Sequence[str]) -> str:
