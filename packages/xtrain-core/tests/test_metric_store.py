@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from typing import Any
 
 import pytest
 import torch
+from torch.utils.data import DataLoader, TensorDataset
+from typing_extensions import override
 
-from xtrain.core import ConfigError
+from xtrain.core import ConfigError, Trainer, TrainModule
 from xtrain.core._internal.metrics import MetricStore
 
 DEFAULTS: dict[str, Any] = {"prog_bar": False, "logger": True, "on_step": None, "on_epoch": None,
@@ -72,3 +76,49 @@ def test_evaluation_and_epoch_end_do_not_take_the_step_path() -> None:
     store.switch("train")
     _log(store, "loss", torch.tensor(7.0))
     assert store.step_values["loss"].item() == 7.0
+
+
+def test_a_logged_value_does_not_keep_its_graph_alive() -> None:
+    store = MetricStore()
+    leaf = torch.randn(4, requires_grad=True)
+    activation = leaf.exp()
+    watch = weakref.ref(activation)
+    _log(store, "aux", (activation * activation).sum())  # the graph saves `activation`
+    del activation
+    gc.collect()
+    assert watch() is None, "the stored value still references the step's graph"
+    stored = store.step_values["aux"]
+    assert stored.grad_fn is None and not stored.requires_grad and store.callback_metrics["aux"] is stored
+
+
+class _TwoMetrics(TrainModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Linear(2, 1)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        loss = self.net(batch[0]).pow(2).mean()
+        self.log_dict({"loss": loss, "double": 2 * loss}, prog_bar=True)
+        return loss
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class _Prefixed(_TwoMetrics):
+    """Overrides log, as some projects do to namespace their metrics: log_dict must go through it."""
+
+    @override
+    def log(self, name: str, value: Any, **options: Any) -> None:
+        super().log(f"mine/{name}", value, **options)
+
+
+@pytest.mark.parametrize(("module_class", "prefix"), [(_TwoMetrics, ""), (_Prefixed, "mine/")])
+def test_log_dict_records_every_item_with_its_options(module_class: type[TrainModule], prefix: str) -> None:
+    trainer = Trainer(max_steps=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                      enable_model_summary=False)
+    trainer.fit(module_class(), DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=4))
+    assert set(trainer.progress_bar_metrics) == {f"{prefix}loss", f"{prefix}double"}
+    metrics = trainer.callback_metrics
+    assert metrics[f"{prefix}double"].item() == pytest.approx(2 * metrics[f"{prefix}loss"].item())
+    assert not metrics[f"{prefix}loss"].requires_grad

@@ -167,16 +167,26 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
             sync_dist: Reduce across ranks (a collective per use; only when asked).
             batch_size: Weight of this value in the epoch mean (default: inferred from the batch).
         """
-        if self._trainer is None:
+        trainer = self._trainer
+        if trainer is None:
             return
-        self._trainer._metrics.log(name, value, prog_bar=prog_bar, logger=logger, on_step=on_step,
-                                   on_epoch=on_epoch, reduce_fx=reduce_fx, sync_dist=sync_dist,
-                                   batch_size=batch_size)
+        trainer._metrics.log(name, value, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist, batch_size)
 
-    def log_dict(self, values: Mapping[str, torch.Tensor | float | int] | Any, **kwargs: Any) -> None:
-        """Call :meth:`log` for each item, with the same options (a torchmetrics ``MetricCollection`` too)."""
+    def log_dict(self, values: Mapping[str, torch.Tensor | float | int] | Any, *, prog_bar: bool = False,
+                 logger: bool = True, on_step: bool | None = None, on_epoch: bool | None = None,
+                 reduce_fx: ReduceFx = "mean", sync_dist: bool = False, batch_size: int | None = None) -> None:
+        """:meth:`log` for each item, with the same options (a torchmetrics ``MetricCollection`` too)."""
+        if type(self).log is not TrainModule.log:  # an override of log sees every item, as in Lightning
+            for name, value in values.items():
+                self.log(name, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch,
+                         reduce_fx=reduce_fx, sync_dist=sync_dist, batch_size=batch_size)
+            return
+        trainer = self._trainer
+        if trainer is None:
+            return
+        log = trainer._metrics.log
         for name, value in values.items():
-            self.log(name, value, **kwargs)
+            log(name, value, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist, batch_size)
 
     def optimizers(self) -> Any:
         """The optimizer(s) from ``configure_optimizers``, for manual optimization.

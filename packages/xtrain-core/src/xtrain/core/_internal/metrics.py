@@ -26,6 +26,7 @@ Stage = Literal["train", "validate", "test", "predict", "sanity_check"]
 _REDUCE = ("mean", "sum", "max", "min")
 _HALF = (torch.float16, torch.bfloat16)
 _F32 = torch.float32
+_TENSOR = torch.Tensor
 
 
 @dataclass(slots=True)
@@ -120,15 +121,17 @@ class MetricStore:
         self.logged_metrics.update(out)
         return out
 
-    def log(self, name: str, value: torch.Tensor | float | int, *, prog_bar: bool, logger: bool,
+    def log(self, name: str, value: torch.Tensor | float | int, prog_bar: bool, logger: bool,
             on_step: bool | None, on_epoch: bool | None, reduce_fx: str, sync_dist: bool,
             batch_size: int | None) -> None:
-        # The common call, a float32 scalar in training_step logged per step only, is a step value: a detach and
-        # a few dict writes (a step may log dozens of keys). Everything else takes the general path below.
-        if (self._per_step and type(value) is torch.Tensor and on_step is not False and not on_epoch
+        """``self.log``'s work. Options may come positionally: ``TrainModule.log`` passes them so (matching nine
+        keywords is a tenth of a call that a step may make dozens of times)."""
+        # The common call, a float32 scalar in training_step logged per step only, is a step value: the graph
+        # dropped and a few dict writes. Everything else takes the general path below.
+        if (self._per_step and type(value) is _TENSOR and on_step is not False and not on_epoch
                 and not sync_dist and reduce_fx == "mean" and value.dtype is _F32 and not value.ndim):
             if value.requires_grad:
-                value = value.detach()
+                value = value.data  # as detach() for a value only read, without the dispatcher and GIL round trip
             self.step_values[name] = value
             self.callback_metrics[name] = value
             if logger:
