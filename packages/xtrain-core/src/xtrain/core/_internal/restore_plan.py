@@ -108,10 +108,10 @@ class RestorePlan:
             return
         # One optimizer writes the same fields for parameters of one rank (Adafactor: row/col factors for matrices,
         # a variance for vectors).
+        held = {n: e for n, e in state["state"].items() if isinstance(e, dict) and n in params}
         by_rank: dict[int, set[frozenset[str]]] = {}
-        for name, entry in state["state"].items():
-            if isinstance(entry, dict) and name in params:
-                by_rank.setdefault(params[name].dim(), set()).add(frozenset(entry))
+        for name, entry in held.items():
+            by_rank.setdefault(params[name].dim(), set()).add(frozenset(entry))
         fields = sorted(sorted(f) for found in by_rank.values() if len(found) > 1 for f in found)
         if fields:
             self.problems.append(f"{where}: the parameters' states hold different fields ({fields})")
@@ -122,9 +122,8 @@ class RestorePlan:
         mixed = sorted(f"{field} ({', '.join(sorted(k))})" for field, k in kinds.items() if len(k) > 1)
         if mixed:  # every parameter's state is written by the same optimizer code: one kind per field
             self.problems.append(f"{where}: fields whose kind differs between parameters: {', '.join(mixed)}")
-        entries = {n: e for n, e in state["state"].items() if isinstance(e, dict)}
         # A field the optimizer keeps in its parameter's shape (exp_avg, momentum_buffer) has it for every parameter.
-        shaped = {f for n, e in entries.items() if n in params for f, v in e.items()
+        shaped = {f for n, e in held.items() for f, v in e.items()
                   if isinstance(v, torch.Tensor) and v.dim() and v.shape == params[n].shape}
         for name, entry in state["state"].items():
             param = params.get(name)
