@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import io
+import pickle
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +60,50 @@ def test_tensorboard_resume_purges_steps_after_the_checkpoint(tmp_path: Path) ->
     acc = event_accumulator.EventAccumulator(str(resumed.log_dir))
     acc.Reload()
     assert [(e.step, e.value) for e in acc.Scalars("x")] == [(1, 1.0), (2, 20.0)]
+
+
+def test_tensorboard_writes_every_event_into_one_file_without_a_writer_thread(tmp_path: Path) -> None:
+    event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    threads = {t.ident for t in threading.enumerate()}
+    logger = TensorBoardLogger(tmp_path, version=0)
+    logger.log_metrics({"loss": 0.5, "epoch": 0.0}, 3)
+    logger.experiment.add_histogram("weights", torch.arange(10.0), 3)  # SummaryWriter's own API, same file
+    assert {t.ident for t in threading.enumerate()} == threads  # nothing woken per logged step
+    logger.experiment.flush()  # readable while the run goes on, before finalize
+    files = list(logger.log_dir.glob("events.out.tfevents.*"))
+    assert len(files) == 1
+    acc = event_accumulator.EventAccumulator(str(logger.log_dir))
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("loss")] == [(3, 0.5)]
+    assert [e.step for e in acc.Histograms("weights")] == [3]
+    logger.finalize("success")
+
+
+def test_tensorboard_flushes_on_its_own_once_flush_secs_have_passed(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    from xtrain.core._internal.event_file import SyncSummaryWriter
+
+    writer = SyncSummaryWriter(log_dir=str(tmp_path), flush_secs=0)
+    (events,) = tmp_path.glob("events.out.tfevents.*")
+    before = events.stat().st_size
+    writer.add_scalar("x", 1.0, 1)  # no flush() call: the age of the last flush triggers it
+    assert events.stat().st_size > before
+    writer.close()
+
+
+def test_csv_rows_reach_the_file_as_they_are_logged_and_survive_pickling(tmp_path: Path) -> None:
+    logger = CSVLogger(tmp_path, version=0)
+    logger.log_metrics({"x": 1.0}, 1)
+    logger.log_metrics({"x": 2.0}, 2)  # appended through the open file
+    assert logger.metrics_file.read_text().splitlines() == ["step,x", "1,1.0", "2,2.0"]
+    copy = pickle.loads(pickle.dumps(logger))  # a spawned worker gets the logger without the open file
+    logger.finalize("success")
+    copy.log_metrics({"x": 3.0}, 3)
+    copy.log_metrics({"x": 4.0, "y": 5.0}, 4)  # a new column rewrites the file, then appends again
+    copy.log_metrics({"x": 6.0}, 5)
+    copy.finalize("success")
+    assert logger.metrics_file.read_text().splitlines() == ["step,x,y", "1,1.0,", "2,2.0,", "3,3.0,", "4,4.0,5.0",
+                                                            "5,6.0,"]
 
 
 def test_csv_logger_resume_keeps_exactly_the_rows_before_the_checkpoint(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from typing_extensions import override
 
@@ -17,7 +17,9 @@ __all__ = ["CSVLogger"]
 class CSVLogger(Logger):
     """Writes ``metrics.csv`` (one row per logged step) and ``hparams.json`` to :attr:`log_dir`.
 
-    Rows are appended as they come; the file is rewritten only when a new metric name adds a column.
+    Rows are appended as they come, each passed to the operating system at once (a crash of the process loses
+    none); the file stays open between rows (opening it per row cost ~0.1 ms of the training thread) and is
+    rewritten only when a new metric name adds a column.
     """
 
     _FILE = "metrics.csv"
@@ -27,6 +29,8 @@ class CSVLogger(Logger):
         super().__init__(save_dir, name=name, version=version)
         self._columns: list[str] | None = None
         self._rows = 0
+        self._file: IO[str] | None = None
+        self._writer: Any = None
 
     @property
     def metrics_file(self) -> Path:
@@ -39,7 +43,13 @@ class CSVLogger(Logger):
             reader = csv.DictReader(f)
             return list(reader.fieldnames or []), list(reader)
 
+    def _close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+        self._file = self._writer = None
+
     def _rewrite(self, columns: list[str], rows: list[dict[str, Any]]) -> None:
+        self._close()
         self.metrics_file.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.metrics_file.with_suffix(".csv.tmp")
         with tmp.open("w", newline="") as f:
@@ -56,12 +66,20 @@ class CSVLogger(Logger):
         if self._columns is None:
             self._columns = self._read()[0] or ["step"]
         new = [k for k in row if k not in self._columns]
-        if new or not self.metrics_file.is_file():
+        if new or (self._file is None and not self.metrics_file.is_file()):
             _, rows = self._read()
             self._rewrite([*self._columns, *new], [*rows, row])
             return
-        with self.metrics_file.open("a", newline="") as f:
-            csv.DictWriter(f, fieldnames=self._columns).writerow(row)
+        if self._file is None:
+            self._file = self.metrics_file.open("a", newline="")
+            self._writer = csv.DictWriter(self._file, fieldnames=self._columns)
+        self._writer.writerow(row)
+        self._file.flush()
+
+    @override
+    def finalize(self, status: str) -> None:
+        super().finalize(status)
+        self._close()
 
     @override
     def log_hyperparams(self, params: dict[str, Any]) -> None:
@@ -71,6 +89,10 @@ class CSVLogger(Logger):
     @override
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "rows": self._rows}
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled to spawned workers without the open file (each process opens its own when it logs)."""
+        return {**self.__dict__, "_file": None, "_writer": None}
 
     @override
     def resume(self, state: dict[str, Any], *, step: int) -> None:

@@ -1,0 +1,116 @@
+"""TensorBoard event files written in the caller's thread.
+
+``SummaryWriter`` hands every event to a writer thread. Serializing an event takes that thread tens of microseconds
+of Python, but while the training thread keeps releasing and retaking the GIL around each torch op, the two threads
+hand the GIL back and forth: on a 2-core VM a single logged step took 0.45 ms longer and the next four 0.15 ms more
+(0.6 ms per log call, 3% of a tiny model's training time at ``log_every_n_steps=50``). Writing the record into a
+buffered file here costs about 20 us and wakes no thread; the file is flushed by ``flush()``, when an event comes
+``flush_secs`` or more after the last flush, and on close.
+
+:class:`EventFile` has the interface ``torch.utils.tensorboard``'s ``FileWriter`` expects of its event writer;
+:class:`SyncSummaryWriter` is a ``SummaryWriter`` whose default file goes through one, so every ``SummaryWriter``
+method (images, histograms, graphs, hparams) keeps working and writes into the same file.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+from tensorboard.compat.proto.event_pb2 import Event, SourceMetadata
+from tensorboard.summary.writer.record_writer import RecordWriter
+from torch.utils.tensorboard.writer import FileWriter, SummaryWriter
+
+__all__ = ["EventFile", "SyncSummaryWriter", "file_writer"]
+
+_UIDS = itertools.count()
+
+
+class EventFile:
+    """One event file in ``logdir``, named as TensorBoard names them (never one that exists already)."""
+
+    def __init__(self, logdir: str, *, flush_secs: float = 120, filename_suffix: str = "") -> None:
+        self._logdir = logdir
+        self._flush_secs = flush_secs
+        self._suffix = filename_suffix
+        self._lock = threading.Lock()
+        self._file: Any = None
+        self._records: RecordWriter | None = None
+        self._last_flush = time.monotonic()
+        self.reopen()
+
+    def get_logdir(self) -> str:
+        return self._logdir
+
+    def reopen(self) -> None:
+        """Start a new file (after :meth:`close`); does nothing while one is open."""
+        if self._file is not None:
+            return
+        os.makedirs(self._logdir, exist_ok=True)
+        stem = f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}"
+        while True:
+            try:
+                self._file = open(os.path.join(self._logdir, f"{stem}.{next(_UIDS)}{self._suffix}"), "xb")  # noqa: SIM115
+                break
+            except FileExistsError:
+                continue
+        self._records = RecordWriter(self._file)
+        self.add_event(Event(wall_time=time.time(), file_version="brain.Event:2",
+                             source_metadata=SourceMetadata(writer="xtrain")))
+        self.flush()
+
+    def add_event(self, event: Event) -> None:
+        data = event.SerializeToString()
+        with self._lock:
+            if self._records is None:
+                raise ValueError(f"the event file in {self._logdir} is closed")
+            self._records.write(data)
+            due = time.monotonic() - self._last_flush >= self._flush_secs
+        if due:
+            self.flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.flush()
+            self._last_flush = time.monotonic()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.flush()
+                self._file.close()
+            self._file = self._records = None
+
+
+def file_writer(log_dir: str, *, flush_secs: float, filename_suffix: str) -> FileWriter:
+    """A ``FileWriter`` whose events go through an :class:`EventFile` (no writer thread)."""
+    writer = FileWriter.__new__(FileWriter)  # its __init__ would start the thread this module avoids
+    writer.event_writer = EventFile(str(log_dir), flush_secs=flush_secs, filename_suffix=filename_suffix)
+    return writer
+
+
+class SyncSummaryWriter(SummaryWriter):
+    """A ``SummaryWriter`` that writes its default event file in the caller's thread (see the module's docstring).
+
+    ``add_scalars`` (plural) still makes ordinary writers for its sub-directories.
+    """
+
+    def _get_file_writer(self) -> FileWriter:
+        # As SummaryWriter's own: (re)create the default writer, and start it with the purge marker when resuming.
+        writer: FileWriter | None = self.file_writer
+        if self.all_writers is None or writer is None:
+            writer = file_writer(self.log_dir, flush_secs=self.flush_secs, filename_suffix=self.filename_suffix)
+            self.file_writer = writer  # type: ignore[assignment]  # torch declares it as None until set
+            self.all_writers = {writer.get_logdir(): writer}  # type: ignore[assignment]
+            if self.purge_step is not None:
+                from tensorboard.compat.proto.event_pb2 import SessionLog
+
+                writer.add_event(Event(step=self.purge_step, file_version="brain.Event:2"))
+                writer.add_event(Event(step=self.purge_step, session_log=SessionLog(status=SessionLog.START)))
+                self.purge_step = None
+        return writer
