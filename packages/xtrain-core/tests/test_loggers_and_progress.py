@@ -79,6 +79,22 @@ def test_tensorboard_writes_every_event_into_one_file_without_a_writer_thread(tm
     logger.finalize("success")
 
 
+def test_a_users_own_summary_writer_in_the_log_dir_does_not_truncate_the_loggers_file(tmp_path: Path) -> None:
+    event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    from torch.utils.tensorboard import SummaryWriter
+
+    logger = TensorBoardLogger(tmp_path, version=0)
+    logger.log_metrics({"loss": 0.5}, 1)
+    mine = SummaryWriter(str(logger.log_dir))  # same process, same second, its own file counter from 0
+    mine.add_scalar("extra", 2.0, 1)
+    mine.close()
+    logger.finalize("success")
+    acc = event_accumulator.EventAccumulator(str(logger.log_dir))
+    acc.Reload()
+    assert [e.value for e in acc.Scalars("loss")] == [0.5]
+    assert [e.value for e in acc.Scalars("extra")] == [2.0]
+
+
 def test_tensorboard_flushes_on_its_own_once_flush_secs_have_passed(tmp_path: Path) -> None:
     pytest.importorskip("tensorboard")
     from xtrain.core._internal.event_file import SyncSummaryWriter

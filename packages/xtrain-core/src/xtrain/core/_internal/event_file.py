@@ -31,7 +31,11 @@ _UIDS = itertools.count()
 
 
 class EventFile:
-    """One event file in ``logdir``, named as TensorBoard names them (never one that exists already)."""
+    """One event file in ``logdir``, named as TensorBoard names them plus ``.xtrain`` (never one that exists).
+
+    The mark matters: ``SummaryWriter`` numbers its files per process from 0 and opens them without checking, so a
+    user's own writer made in the same directory within the same second would otherwise truncate this file.
+    """
 
     def __init__(self, logdir: str, *, flush_secs: float = 120, filename_suffix: str = "") -> None:
         self._logdir = logdir
@@ -54,7 +58,7 @@ class EventFile:
         stem = f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}"
         while True:
             try:
-                self._file = open(os.path.join(self._logdir, f"{stem}.{next(_UIDS)}{self._suffix}"), "xb")  # noqa: SIM115
+                self._file = open(os.path.join(self._logdir, f"{stem}.{next(_UIDS)}.xtrain{self._suffix}"), "xb")  # noqa: SIM115
                 break
             except FileExistsError:
                 continue
