@@ -30,7 +30,7 @@ class CSVLogger(Logger):
         self._columns: list[str] | None = None
         self._rows = 0
         self._file: IO[str] | None = None
-        self._writer: Any = None
+        self._writer: csv.DictWriter[str] | None = None
 
     @property
     def metrics_file(self) -> Path:
@@ -70,7 +70,7 @@ class CSVLogger(Logger):
             _, rows = self._read()
             self._rewrite([*self._columns, *new], [*rows, row])
             return
-        if self._file is None:
+        if self._file is None or self._writer is None:
             self._file = self.metrics_file.open("a", newline="")
             self._writer = csv.DictWriter(self._file, fieldnames=self._columns)
         self._writer.writerow(row)

@@ -35,16 +35,15 @@ class TensorBoardLogger(Logger):
     @property
     def experiment(self) -> SummaryWriter:
         """The ``SummaryWriter``, created on first use. It writes in the caller's thread (a writer thread woken
-        for every logged step cost the training thread more, in GIL hand-offs, than the write itself). The file is
-        flushed when an event comes 5 s or more after the last flush, and at the end, so TensorBoard shows a running
-        job's curves as they grow."""
+        for every logged step cost the training thread more, in GIL hand-offs, than the write itself); each event
+        goes to the operating system as it is logged."""
         if self._writer is None:
             try:
                 from xtrain.core._internal.event_file import SyncSummaryWriter
             except ImportError:
                 raise ConfigError("logger", "TensorBoardLogger", "needs the tensorboard package.",
                                   fix="pip install tensorboard") from None
-            self._writer = SyncSummaryWriter(log_dir=str(self.log_dir), purge_step=self._purge_step, flush_secs=5)
+            self._writer = SyncSummaryWriter(log_dir=str(self.log_dir), purge_step=self._purge_step)
         return self._writer
 
     @override
