@@ -388,3 +388,48 @@ def test_an_adafactor_checkpoint_resumes(tmp_path: Path) -> None:
     second = quiet_trainer(tmp_path / "b", max_steps=3)
     second.fit(Factored(), tiny_loaders(n=32)[0], ckpt_path=path)
     assert second.global_step == 3
+
+
+def test_small_writes_are_gathered_and_every_byte_is_hashed_once() -> None:
+    import io
+    import zlib
+
+    from xtrain.core._internal.integrity import HashingStream
+
+    class Counting(io.BytesIO):
+        writes = 0
+
+        def write(self, data: Any) -> int:
+            Counting.writes += 1
+            return super().write(data)
+
+    rng = random.Random(0)
+    chunks = [rng.randbytes(rng.choice([1, 7, 300, 5000, 70_000])) for _ in range(300)] + [b"\x00\x00"]
+    sink = Counting()
+    hashed = HashingStream(sink, coalesce=64 << 10)
+    for chunk in chunks:
+        assert hashed.write(chunk) == len(chunk)
+    assert hashed.tell() == sum(map(len, chunks))
+    hashed.finish()
+    whole = b"".join(chunks)
+    assert sink.getvalue() == whole
+    assert (hashed.crc, hashed.size, hashed.tail) == (zlib.crc32(whole), len(whole), b"\x00\x00")
+    large = [c for c in chunks if len(c) >= 64 << 10]  # handed on as they come, after what was gathered before
+    small = sum(len(c) for c in chunks if len(c) < 64 << 10)
+    assert Counting.writes <= 2 * len(large) + small // (64 << 10) + 1 < len(chunks) // 2
+
+
+def test_a_saved_file_is_sealed_with_the_crc_of_its_bytes_and_leaves_no_temporary(tmp_path: Path) -> None:
+    from xtrain.core._internal.integrity import crc32, verify_zip
+    from xtrain.core.defaults.torch_io import save_file
+
+    state = {f"w{i}": torch.randn(i + 1, 3) for i in range(40)} | {"big": torch.randn(600_000)}
+    path = tmp_path / "sub" / "state.ckpt"
+    crc, size = save_file(state, path)
+    save_file(state, path)  # over the first: a second temporary name, the same bytes
+    assert sorted(p.name for p in path.parent.iterdir()) == ["state.ckpt"]
+    raw = path.read_bytes()
+    assert size == len(raw) - 21 and crc == crc32(b"\x00\x00", crc32(raw[:size - 2]))  # the archive, then its seal
+    verify_zip(path)
+    loaded = torch.load(path, weights_only=True)
+    assert all(torch.equal(loaded[k], v) for k, v in state.items())

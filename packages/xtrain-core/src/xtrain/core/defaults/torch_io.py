@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import atexit
 import errno
+import itertools
 import os
 import shutil
-import tempfile
 import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -24,6 +24,8 @@ from xtrain.core.errors import CheckpointError
 __all__ = ["TorchCheckpointIO", "atomic_write", "checkpoint_bytes", "disk_full", "out_of_room", "read_checkpoint_file", "save_file", "torch_crc32"]
 
 _NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+_COALESCE = 1 << 20  # torch.save's writes below this size reach the file (and the CRC) in one piece
+_TEMPORARIES = itertools.count()
 _UNFINISHED: weakref.WeakSet[TorchCheckpointIO] = weakref.WeakSet()
 
 
@@ -55,8 +57,9 @@ def write_temporary(path: PathLike, write: Any, *, needed: Callable[[], int] | N
     """The first half of :func:`atomic_write`: ``write(file)`` into a new temporary file beside ``path``; returns
     its name. Nothing is synced yet, so this is as fast as the page cache."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    if not target.parent.is_dir():
+        target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = _create_temporary(target)
     try:
         with os.fdopen(fd, "wb") as f:
             write(ProgressFile(f))
@@ -64,6 +67,19 @@ def write_temporary(path: PathLike, write: Any, *, needed: Callable[[], int] | N
         _discard(tmp_name, target, err, needed)
         raise
     return tmp_name
+
+
+def _create_temporary(target: Path) -> tuple[int, str]:
+    """A new file ``.<name>.<pid>-<n>.tmp`` beside ``target``, opened for writing; what ``tempfile.mkstemp`` does,
+    without its random names (a tenth of a millisecond per save): the process id and a counter are unique enough,
+    and ``O_EXCL`` never opens a file that is already there."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    while True:
+        name = str(target.with_name(f".{target.name}.{os.getpid()}-{next(_TEMPORARIES)}.tmp"))
+        try:
+            return os.open(name, flags, 0o600), name
+        except FileExistsError:
+            continue
 
 
 def publish(tmp_name: str, path: PathLike, *, needed: Callable[[], int] | None = None) -> None:
@@ -127,9 +143,10 @@ def save_file(obj: Any, path: PathLike, *, checksums: bool = True,
     written: list[tuple[int, int]] = []
 
     def write(f: Any) -> None:
-        hashed = HashingStream(f)
+        hashed = HashingStream(f, coalesce=_COALESCE)
         with torch_crc32(enabled=False):
             torch.save(obj, hashed)  # type: ignore[arg-type]
+        hashed.finish()
         if checksums:
             seal_zip(f, hashed)
         written.append((hashed.crc, hashed.size))
