@@ -14,6 +14,9 @@ ignores it; a drift of the machine's speed over seconds moves both measures.
 Arms (the tiny model is where per-step overhead shows most):
 
 - ``plain``: the hand-written loop; ``plain_clip``: the same with ``clip_grad_norm_(..., 1.0)`` before each step.
+- ``plain_save``: the plain loop that also saves the model's and optimizer's state dicts at each epoch's end with
+  ``torch.save`` and ``fsync`` (a durable save by hand): the floor of any loop that checkpoints every epoch, as the
+  default Trainer does; compare ``defaults`` with it.
 - ``lean``: a Trainer without logger, checkpointing, progress bar or summary; the step logs nothing.
 - ``defaults``: a Trainer with its defaults (logger, ``last.ckpt`` each epoch, progress bar); the step logs nothing.
 - ``log1`` / ``log20``: ``defaults`` whose step calls ``self.log`` once (``prog_bar=True``) / for 20 keys.
@@ -22,8 +25,9 @@ Arms (the tiny model is where per-step overhead shows most):
 
 Targets on this model: ``log1`` <= 1.08, ``log20`` <= 1.10, ``clip`` <= 1.05 (against ``plain_clip``), ``lean`` ~1.00.
 
-Also measures the import time of ``xtrain.core`` (with ``Trainer`` and ``TrainModule``) against ``torch`` alone, in
-fresh interpreters.
+Also measures the import time of ``torch``, and of ``xtrain.core`` (with ``Trainer`` and ``TrainModule``) once torch is
+imported, in fresh interpreters (timing both in one interpreter: the difference of two torch imports is noisier than
+xtrain's own time).
 
 ``--accelerator cuda`` runs every arm on the GPU (the plain loop moves each batch with ``.to("cuda")``, as the
 Trainer does); ``tools/gpu_check.py`` runs it that way.
@@ -35,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import statistics
 import subprocess
 import sys
@@ -90,9 +95,10 @@ def _paired_sequence(wanted: list[str]) -> list[str]:
 
 def _loop(net: Any, opt: torch.optim.Optimizer, loader: Any, steps: int,
           backward: Callable[[torch.Tensor], None], device: torch.device | None = None,
-          clip: float | None = None) -> Run:
+          clip: float | None = None, save_to: str | None = None) -> Run:
     """The hand-written loop every non-Trainer arm runs; only ``backward``, the setup and (for the plain arm) moving
-    batches to ``device`` differ. The final loss is read before the clock stops, so queued GPU work is counted."""
+    batches to ``device`` differ. The final loss is read before the clock stops, so queued GPU work is counted.
+    ``save_to``: a file to save the state to, durably, at each epoch's end."""
     move = device is not None and device.type != "cpu"
     done = 0
     loss = torch.tensor(0.0)
@@ -112,6 +118,11 @@ def _loop(net: Any, opt: torch.optim.Optimizer, loader: Any, steps: int,
             done += 1
             if done >= steps:
                 break
+        if save_to is not None:
+            with open(save_to, "wb") as file:
+                torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(), "steps": done}, file)
+                file.flush()
+                os.fsync(file.fileno())
     final = float(loss.detach())
     end = CLOCK()
     return Run(end - start, final, _epochs(marks))
@@ -123,13 +134,15 @@ def _epochs(marks: list[float]) -> list[float]:
     return [b - a for a, b in itertools.pairwise(marks[1:])]
 
 
-def plain(steps: int, *, clip: float | None = None) -> Run:
+def plain(steps: int, *, clip: float | None = None, save: bool = False) -> Run:
     torch.manual_seed(0)
     device = torch.device(ACCELERATOR)
     net = task_net().to(device)
     opt = torch.optim.SGD(net.parameters(), lr=0.05)
     loader = DataLoader(task_data(), batch_size=64, shuffle=True)
-    return _loop(net, opt, loader, steps, lambda loss: loss.backward(), device, clip)
+    with tempfile.TemporaryDirectory() as root:
+        return _loop(net, opt, loader, steps, lambda loss: loss.backward(), device, clip,
+                     save_to=os.path.join(root, "state.pt") if save else None)
 
 
 def trainer(steps: int, *, lean: bool, logged: int = 0, clip: float | None = None) -> Run:
@@ -203,25 +216,30 @@ def fabric(steps: int) -> Run:
 def arm_functions() -> dict[str, Callable[[int], Run]]:
     """Every arm by name, each taking a number of steps (``fabric`` needs Lightning installed)."""
     return {
-        "plain": plain, "plain_clip": lambda s: plain(s, clip=1.0), "lean": lambda s: trainer(s, lean=True),
+        "plain": plain, "plain_clip": lambda s: plain(s, clip=1.0), "plain_save": lambda s: plain(s, save=True),
+        "lean": lambda s: trainer(s, lean=True),
         "defaults": lambda s: trainer(s, lean=False), "log1": lambda s: trainer(s, lean=False, logged=1),
         "log20": lambda s: trainer(s, lean=False, logged=20), "clip": lambda s: trainer(s, lean=False, clip=1.0),
         "engine": engine, "fabric": fabric,
     }
 
 
-def import_time(statement: str, rounds: int) -> float:
-    code = f"import time; t = time.perf_counter(); {statement}; print(time.perf_counter() - t)"
-    times = [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
-             for _ in range(rounds)]
-    return statistics.median(times)
+def import_time(statement: str, rounds: int, *, after: str = "pass") -> float:
+    """Median seconds ``statement`` takes in fresh interpreters once ``after`` ran there (untimed), with bytecode
+    written by a first, unmeasured run (as an installed package has it; under ``PYTHONDONTWRITEBYTECODE`` every import
+    would compile its module)."""
+    code = f"import time; {after}; t = time.perf_counter(); {statement}; print(time.perf_counter() - t)"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    times = [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                  env=env).stdout) for _ in range(rounds + 1)]
+    return statistics.median(times[1:])
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--arms", default="plain,plain_clip,lean,defaults,log1,log20,clip,engine,fabric")
+    parser.add_argument("--arms", default="plain,plain_clip,plain_save,lean,defaults,log1,log20,clip,engine,fabric")
     parser.add_argument("--accelerator", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--clock", default="wall", choices=["wall", "process"],
                         help="process: this process's CPU time (steadier on a loaded machine; misses I/O waits)")
@@ -282,9 +300,8 @@ def main() -> int:
     if args.no_import:
         return 1 if mismatched else 0
     t_torch = import_time("import torch", 5)
-    t_core = import_time("import torch; import xtrain.core; from xtrain.core import Trainer, TrainModule", 5)
-    print(f"import: torch {t_torch:.3f} s, torch + xtrain.core (Trainer, TrainModule) {t_core:.3f} s, "
-          f"difference {t_core - t_torch:+.3f} s")
+    t_core = import_time("import xtrain.core; from xtrain.core import Trainer, TrainModule", 5, after="import torch")
+    print(f"import: torch {t_torch:.3f} s, then xtrain.core (Trainer, TrainModule) {t_core:.3f} s more")
     return 1 if mismatched else 0
 
 

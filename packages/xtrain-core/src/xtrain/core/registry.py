@@ -21,9 +21,8 @@ import difflib
 import inspect
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from xtrain.core._internal.hints import install_hint
 from xtrain.core.errors import ConfigError
@@ -41,8 +40,7 @@ class PluginWarning(UserWarning):
     """
 
 
-@dataclass(frozen=True, slots=True)
-class _Entry:
+class _Entry(NamedTuple):
     name: str
     value: str
     distributions: tuple[str, ...]

@@ -18,13 +18,6 @@ from torch import nn
 from xtrain.core._internal.apply import move_to_device
 from xtrain.core._internal.state_dict import load_optimizer_state, optimizer_state
 from xtrain.core.errors import ConfigError
-from xtrain.core.sharded_checkpoint import (
-    copy_sharded_checkpoint,
-    is_sharded,
-    read_sharded_checkpoint,
-    remove_checkpoint_path,
-    room_for_file,
-)
 
 if TYPE_CHECKING:
     from xtrain.core.accelerator import Accelerator
@@ -353,6 +346,8 @@ class Strategy(ABC):
     def save_checkpoint(self, checkpoint: dict[str, Any], path: PathLike) -> None:
         """Write a full checkpoint from rank 0 through the CheckpointIO."""
         if self.is_global_zero:
+            from xtrain.core.sharded_checkpoint import room_for_file  # checkpoint code: imported at the first save
+
             with room_for_file(path):
                 self.checkpoint_io.save_checkpoint(checkpoint, path)
 
@@ -360,6 +355,8 @@ class Strategy(ABC):
         """Copy a checkpoint this strategy saved (rank 0; a sharded directory is copied with hard links)."""
         if not self.is_global_zero:
             return
+        from xtrain.core.sharded_checkpoint import copy_sharded_checkpoint, is_sharded, room_for_file
+
         if is_sharded(source):
             self.checkpoint_io.settle()  # a file save to ``destination`` finishing later would land over the copy
             copy_sharded_checkpoint(source, destination)
@@ -376,6 +373,8 @@ class Strategy(ABC):
                 optimizer, or a list of optimizers). Sharded strategies read their shards straight into them;
                 others read every tensor whole and ignore it.
         """
+        from xtrain.core.sharded_checkpoint import is_sharded, read_sharded_checkpoint
+
         if is_sharded(path):
             self.checkpoint_io.wait()
             return read_sharded_checkpoint(path, verify=self.checkpoint_io.checksums)
@@ -383,6 +382,8 @@ class Strategy(ABC):
 
     def remove_checkpoint(self, path: PathLike) -> None:
         if self.is_global_zero:
+            from xtrain.core.sharded_checkpoint import is_sharded, remove_checkpoint_path
+
             if is_sharded(path):
                 self.checkpoint_io.settle()  # queued file work on this path runs first, as it was asked first
                 remove_checkpoint_path(path)

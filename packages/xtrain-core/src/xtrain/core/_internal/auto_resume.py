@@ -11,27 +11,24 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, get_args
 
 from xtrain.core.errors import CheckpointError, ConfigError
 from xtrain.core.rank_zero import rank_zero_info
-from xtrain.core.restarts import RESTART_COUNT_ENV, RunIdentity, run_identity, write_failure
 
 if TYPE_CHECKING:
     from xtrain.core.launcher import Launcher
+    from xtrain.core.restarts import RunIdentity
     from xtrain.core.trainer import Trainer
 
 __all__ = ["Healing", "WorldSizePolicy", "check_auto", "newest_complete", "newest_in", "note_failure",
            "parse_healing", "resolve_auto", "run_directory", "start_attempt"]
 
 WorldSizePolicy = Literal["keep_per_rank_batch", "keep_global_batch"]
-_EXTERNAL_RESTARTERS = ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", RESTART_COUNT_ENV)
 
 
-@dataclass(frozen=True, slots=True)
-class Healing:
+class Healing(NamedTuple):
     """The Trainer's settings for runs that restart (see ``Trainer``'s docstring)."""
 
     run_name: str | None = None
@@ -52,10 +49,13 @@ def parse_healing(*, run_name: object, max_restarts: object, on_world_size_chang
 
 def check_auto(trainer: Trainer, healing: Healing, stage: str, ckpt_path: object, launcher: Launcher | None) -> None:
     """In the caller, before any process starts: hand ``max_restarts`` on, and refuse an ``"auto"`` with no run."""
+    from xtrain.core.restarts import RESTART_COUNT_ENV, run_identity  # imported when a run starts, not with xtrain
+
     if healing.max_restarts:
+        restarter = any(os.environ.get(v) for v in ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", RESTART_COUNT_ENV))
         if launcher is not None and launcher.supports_restarts:
             launcher.max_restarts = healing.max_restarts
-        elif launcher is not None or not any(os.environ.get(v) for v in _EXTERNAL_RESTARTERS):
+        elif launcher is not None or not restarter:
             raise ConfigError("max_restarts", healing.max_restarts, "needs a launcher that starts (and can restart) "
                               f"the ranks; strategy {trainer.strategy.name!r} here has "
                               f"{type(launcher).__name__ if launcher else 'none'}.",
@@ -80,6 +80,8 @@ def check_auto(trainer: Trainer, healing: Healing, stage: str, ckpt_path: object
 
 def resolve_auto(trainer: Trainer, healing: Healing) -> str | None:
     """On every rank: name the run's directories, then load rank 0's choice (``None``: start fresh)."""
+    from xtrain.core.restarts import run_identity
+
     identity = run_identity(healing.run_name)
     if identity is not None:
         for logger in trainer.loggers:
@@ -95,6 +97,8 @@ def resolve_auto(trainer: Trainer, healing: Healing) -> str | None:
 
 def run_directory(root: str | os.PathLike[str], run_name: str | None) -> Path:
     """``root/<run identity>``: the Engine's counterpart of the Trainer's run directory."""
+    from xtrain.core.restarts import run_identity
+
     identity = run_identity(run_name)
     if identity is None:
         raise ConfigError("run_name", run_name, "is needed: nothing names this run, so a restart could not find "
@@ -141,6 +145,8 @@ def _mtime(path: Path) -> int:
 
 
 def _announce(identity: RunIdentity | None, chosen: str | None, dirs: list[Path]) -> None:
+    from xtrain.core.restarts import RESTART_COUNT_ENV
+
     who = f"run {identity.name!r} (from {identity.source})" if identity else "this run"
     attempt = os.environ.get(RESTART_COUNT_ENV, os.environ.get("TORCHELASTIC_RESTART_COUNT"))
     again = f", restart {attempt}" if attempt and attempt != "0" else ""
@@ -157,10 +163,14 @@ def start_attempt(trainer: Trainer, healing: Healing, loaded: dict[str, Any] | N
         from xtrain.core._internal.elastic import adapt_to_world_size
 
         adapt_to_world_size(trainer, healing.on_world_size_change, loaded)
+    from xtrain.core.restarts import write_failure
+
     write_failure(rank=trainer.global_rank, step=None, start_step=trainer.global_step)
 
 
 def note_failure(trainer: Trainer, exc: BaseException) -> None:
     """The rank is failing: record the step and the error for a restarting launcher (no-op without one)."""
+    from xtrain.core.restarts import write_failure
+
     write_failure(rank=trainer.global_rank, step=trainer.global_step, start_step=None,
                   error=f"{type(exc).__name__}: {exc}")

@@ -10,6 +10,7 @@ computes itself, which is therefore switched off when xtrain writes. Files witho
 
 from __future__ import annotations
 
+import functools
 import mmap
 import struct
 import zipfile
@@ -27,6 +28,7 @@ _TAG = b"xtrain-crc32:"
 _TRAILER = len(_TAG) + 8
 
 
+@functools.cache  # resolved at the first checksum: importing isal is 0.6 ms of every `import xtrain.core`
 def _crc_function() -> Callable[[Any, int], int]:
     try:
         from isal.isal_zlib import crc32 as fast
@@ -37,12 +39,9 @@ def _crc_function() -> Callable[[Any, int], int]:
     return fast  # type: ignore[no-any-return]
 
 
-_CRC = _crc_function()
-
-
 def crc32(data: Any, value: int = 0) -> int:
     """CRC-32 of a bytes-like object, continuing from ``value``."""
-    return _CRC(data, value) & 0xFFFFFFFF
+    return _crc_function()(data, value) & 0xFFFFFFFF
 
 
 class HashingStream:

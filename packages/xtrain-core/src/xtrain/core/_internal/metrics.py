@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import torch
@@ -29,15 +28,20 @@ _F32 = torch.float32
 _TENSOR = torch.Tensor
 
 
-@dataclass(slots=True)
 class _Epoch:
-    total: torch.Tensor
-    weight: float
-    reduce_fx: str
-    sync_dist: bool
-    prog_bar: bool
-    logger: bool
-    key: str
+    """One key's epoch accumulator (a plain class: a dataclass costs 0.35 ms of every ``import xtrain.core``)."""
+
+    __slots__ = ("key", "logger", "prog_bar", "reduce_fx", "sync_dist", "total", "weight")
+
+    def __init__(self, total: torch.Tensor, weight: float, reduce_fx: str, sync_dist: bool, prog_bar: bool,
+                 logger: bool, key: str) -> None:
+        self.total = total
+        self.weight = weight
+        self.reduce_fx = reduce_fx
+        self.sync_dist = sync_dist
+        self.prog_bar = prog_bar
+        self.logger = logger
+        self.key = key
 
     def update(self, value: torch.Tensor, weight: float) -> None:
         if self.reduce_fx == "mean":

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from xtrain.core._internal.interactive import is_interactive
 from xtrain.core.accelerator import Accelerator
@@ -30,8 +29,7 @@ _LEGACY_PRECISION: dict[object, tuple[str, bool]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Resolved:
+class Resolved(NamedTuple):
     """The outcome of :func:`resolve`: a strategy connected to all its plugins."""
 
     strategy: Strategy

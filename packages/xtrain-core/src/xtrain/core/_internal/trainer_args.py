@@ -5,10 +5,9 @@ from __future__ import annotations
 import os
 import re
 import warnings
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from xtrain.core.callbacks.callback import Callback
 from xtrain.core.errors import ConfigError
@@ -18,8 +17,7 @@ __all__ = ["Limits", "RunFlags", "barebones_settings", "check_callbacks", "check
            "parse_run_flags", "parse_settings"]
 
 
-@dataclass(frozen=True, slots=True)
-class Limits:
+class Limits(NamedTuple):
     """The length and cadence settings after checking (``fast_dev_run`` applied)."""
 
     max_epochs: int
@@ -164,8 +162,7 @@ def check_root(default_root_dir: object) -> Path:
     return Path(default_root_dir)
 
 
-@dataclass(frozen=True, slots=True)
-class RunFlags:
+class RunFlags(NamedTuple):
     """The Trainer's behaviour switches after checking (see ``Trainer``'s docstring for each)."""
 
     overfit_batches: int | float = 0.0
