@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 import pytest
 import torch
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
 from xtrain.core import Accelerator, Callback, Trainer, TrainModule
 from xtrain.core._internal.data import check_train_batches, prepare_dataloader
@@ -72,6 +72,31 @@ def test_an_empty_validation_loader_warns_and_training_goes_on(tmp_path: Path) -
     assert trainer.global_step == 16
 
 
+class _Stream(IterableDataset[tuple[torch.Tensor, torch.Tensor]]):
+    """A streaming dataset: no ``__len__``, so ``len()`` of its DataLoader raises TypeError."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __iter__(self) -> Any:
+        g = torch.Generator().manual_seed(0)
+        for _ in range(self.n):
+            yield torch.randn(16, generator=g), torch.randint(0, 4, (), generator=g)
+
+
+def test_a_stream_without_length_trains_and_validates(tmp_path: Path) -> None:
+    trainer = _trainer(tmp_path, max_epochs=2, limit_val_batches=2)
+    trainer.fit(TinyClassifier(), DataLoader(_Stream(40), batch_size=8), DataLoader(_Stream(24), batch_size=8))
+    assert trainer.global_step == 10  # 5 batches a pass, each epoch a new pass
+    assert "val_loss" in trainer.callback_metrics
+    assert trainer.num_training_batches == float("inf")
+
+
+def test_a_fraction_of_a_stream_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"limit_train_batches=0.5: is a fraction, but the dataloader has no length"):
+        _trainer(tmp_path, limit_train_batches=0.5).fit(TinyClassifier(), DataLoader(_Stream(40), batch_size=8))
+
+
 @pytest.mark.parametrize("kwargs", [{"max_epochs": 0}, {"max_steps": 0}])
 def test_zero_length_training_warns(kwargs: dict[str, int]) -> None:
     name, value = next(iter(kwargs.items()))
@@ -113,3 +138,38 @@ def test_more_devices_than_an_accelerator_has_stays_an_error() -> None:
     with pytest.raises(ConfigError, match=r"devices=4: asks for 4 two_chips device\(s\) but this machine has 2") as e:
         TwoChips.parse_devices(4)
     assert "Fix: write devices=2 or fewer" in str(e.value)
+
+
+@pytest.mark.parametrize("argument", ["limit_train_batches", "limit_val_batches"])
+def test_a_fraction_that_leaves_no_batch_is_refused(tmp_path: Path, argument: str) -> None:
+    started = Started()
+    with pytest.raises(ConfigError, match=rf"{argument}=0.01: of a dataloader of 8 batches is 0 batches") as info:
+        _trainer(tmp_path, callbacks=[started], **{argument: 0.01}).fit(TinyClassifier(), _loader(64, 8),
+                                                                        _loader(64, 8))
+    assert f"Fix: write {argument}=0.125 or more (1 batch)" in str(info.value)
+    assert not started.started
+
+
+def test_no_training_batches_on_purpose_warns() -> None:
+    with pytest.warns(UserWarning, match=re.escape("limit_train_batches=0: fit will not train at all")):
+        Trainer(accelerator="cpu", logger=False, limit_train_batches=0)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0])
+def test_a_clip_value_that_is_not_finite_is_refused(value: float) -> None:
+    with pytest.raises(ConfigError, match=r"gradient_clip_val=.*: must be a finite non-negative number or None"):
+        Trainer(accelerator="cpu", logger=False, gradient_clip_val=value)
+
+
+@pytest.mark.parametrize("switch", ["enable_checkpointing", "enable_progress_bar", "enable_model_summary",
+                                    "use_distributed_sampler", "inference_mode"])
+def test_a_switch_that_is_not_a_bool_is_refused(switch: str) -> None:
+    with pytest.raises(ConfigError, match=rf"{switch}='false': must be True or False.*Fix: write {switch}=True"):
+        Trainer(accelerator="cpu", logger=False, **{switch: "false"})
+
+
+def test_a_stream_that_yields_nothing_warns(tmp_path: Path) -> None:
+    trainer = _trainer(tmp_path, max_epochs=2)
+    with pytest.warns(UserWarning, match="the training dataloader yielded no batch this epoch"):
+        trainer.fit(TinyClassifier(), DataLoader(_Stream(0), batch_size=8))
+    assert trainer.global_step == 0

@@ -752,3 +752,90 @@ def test_callback_metrics_hold_the_last_stages_results() -> None:
     assert set(trainer.callback_metrics) == set(results[0]) == {"test_loss", "test_acc"}
     trainer.validate(module, val, verbose=False)
     assert set(trainer.callback_metrics) == {"val_loss", "val_acc"}
+
+
+def test_callback_metrics_taken_after_fit_survive_test(tmp_path: Path) -> None:
+    # lightning-hydra-template's train.py merges the fit's and the test's metrics: {**after_fit, **after_test}.
+    trainer = quiet(default_root_dir=tmp_path, max_epochs=1)
+    train, val = tiny_loaders()
+    module = TinyClassifier()
+    trainer.fit(module, train, val)
+    after_fit = trainer.callback_metrics
+    fit_keys = sorted(after_fit)
+    trainer.test(module, val, verbose=False)
+    assert sorted(after_fit) == fit_keys and "val_loss" in fit_keys
+    assert "test_loss" in trainer.callback_metrics and "val_loss" not in trainer.callback_metrics
+
+
+@pytest.mark.parametrize("hook", ["validation_epoch_end", "training_epoch_end", "on_epoch_end"])
+def test_a_removed_lightning_1_hook_is_refused_before_the_run(tmp_path: Path, hook: str) -> None:
+    def removed(self: Any, *args: Any) -> None:
+        raise AssertionError("never called")
+
+    module = type("Legacy", (TinyClassifier,), {hook: removed})()
+    trainer = quiet(default_root_dir=tmp_path, max_epochs=1)
+    with pytest.raises(ConfigError, match=rf"model='Legacy': defines {hook}\(\), a Lightning 1.x hook that was "
+                                          r"removed") as info:
+        trainer.fit(module, *tiny_loaders())
+    assert "Fix: move its code to on_" in str(info.value)
+    assert trainer.global_step == 0
+
+
+def test_a_callback_with_a_removed_hook_is_refused(tmp_path: Path) -> None:
+    from xtrain.core import Callback
+
+    class OldTimer(Callback):
+        def on_batch_end(self, trainer: Any, module: Any) -> None: ...
+
+    with pytest.raises(ConfigError, match=r"callbacks='OldTimer': defines on_batch_end\(\).*Fix: move its code to "
+                                          r"on_train_batch_end\(\)"):
+        quiet(default_root_dir=tmp_path, callbacks=[OldTimer()]).fit(TinyClassifier(), tiny_loaders()[0])
+
+
+def test_the_modules_prepare_data_runs_before_setup_in_every_stage(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    class Downloads(TinyClassifier):
+        def prepare_data(self) -> None:
+            calls.append("prepare_data")
+
+        def setup(self, stage: str) -> None:
+            calls.append(f"setup({stage})")
+
+    module = Downloads()
+    trainer = quiet(default_root_dir=tmp_path, max_epochs=1)
+    train, val = tiny_loaders()
+    trainer.fit(module, train, val)
+    trainer.test(module, val, verbose=False)
+    assert calls == ["prepare_data", "setup(fit)", "prepare_data", "setup(test)"]
+
+
+def test_trainer_attributes_lightning_code_reads(tmp_path: Path) -> None:
+    from xtrain.core.callbacks import EarlyStopping
+
+    seen: dict[str, Any] = {}
+
+    class ReadsTrainer(TinyClassifier):
+        def configure_optimizers(self) -> Any:  # lightning-hydra-template: optimizer(params=trainer.model.parameters())
+            seen["params"] = len(list(self.trainer.model.parameters()))
+            return torch.optim.SGD(self.trainer.model.parameters(), lr=0.1)
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            seen["training"], seen["validating_in_train"] = self.trainer.training, self.trainer.validating
+            return super().training_step(batch, batch_idx)
+
+        def validation_step(self, batch: Any, batch_idx: int) -> Any:
+            seen["validating"], seen["training_in_val"] = self.trainer.validating, self.trainer.training
+            return super().validation_step(batch, batch_idx)
+
+    stopper = EarlyStopping(monitor="val_loss")
+    trainer = quiet(default_root_dir=tmp_path, max_epochs=1, callbacks=[stopper])
+    module = ReadsTrainer()
+    trainer.fit(module, *tiny_loaders())
+    assert seen == {"params": 4, "training": True, "validating_in_train": False, "validating": True,
+                    "training_in_val": False}
+    assert trainer.precision == "32-true" and trainer.early_stopping_callback is stopper
+    assert trainer.num_val_batches == [2] and trainer.num_test_batches == [] and trainer.ckpt_path is None
+    trainer.save_checkpoint(tmp_path / "a.ckpt")
+    trainer.test(module, tiny_loaders()[1], ckpt_path=tmp_path / "a.ckpt", verbose=False)
+    assert str(trainer.ckpt_path) == str(tmp_path / "a.ckpt") and not trainer.training

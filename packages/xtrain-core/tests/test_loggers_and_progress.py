@@ -182,3 +182,15 @@ def test_model_summary_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert "net   Sequential  676" in text and "676 total params" in text
     fit(max_steps=1, logger=False, enable_progress_bar=False, callbacks=[ModelSummary()])
     assert "trainable params" in capsys.readouterr().err
+    every = summarize(TinyClassifier(), max_depth=-1)  # Lightning's "every layer"
+    assert [line.split()[1] for line in every.splitlines()[2:5]] == ["net", "net.0", "net.1"]
+    fit(max_steps=1, logger=False, enable_progress_bar=False, callbacks=[ModelSummary(0)])
+    assert "trainable params" not in capsys.readouterr().err, "max_depth=0: no table, as in Lightning"
+
+
+def test_loggers_take_name_and_version_positionally_as_in_lightning(tmp_path: Path) -> None:
+    from xtrain.core.loggers import CSVLogger, TensorBoardLogger
+
+    for cls in (TensorBoardLogger, CSVLogger):
+        logger = cls(tmp_path, "my_model", 3)  # TensorBoardLogger("tb_logs", "my_model") in Lightning's docs
+        assert (logger.name, logger.version, logger.log_dir) == ("my_model", 3, tmp_path / "my_model" / "version_3")

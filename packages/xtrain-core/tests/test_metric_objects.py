@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from xtrain.core import Trainer, TrainModule
+from xtrain.core import Callback, Trainer, TrainModule
 from xtrain.core.callbacks import ModelCheckpoint
 from xtrain.core.errors import ConfigError
 from xtrain.core.testing.models import tiny_dataset
@@ -157,3 +158,63 @@ def test_importing_xtrain_does_not_import_torchmetrics() -> None:
     code = "import sys, xtrain.core; from xtrain.core import Trainer; print('torchmetrics' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+class ReadsInEpochEnd(TrainModule):
+    """lightning-hydra-template's pattern: the epoch-end hook reads the logged metric and tracks its best value."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Linear(16, 4)
+        self.val_acc = torchmetrics.classification.MulticlassAccuracy(num_classes=4)
+        self.train_acc = torchmetrics.classification.MulticlassAccuracy(num_classes=4)
+        self.best = torchmetrics.MaxMetric()
+        self.seen: dict[str, list[float]] = {"train": [], "val": []}
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        logits = self.net(x)
+        self.train_acc(logits.argmax(1), y)
+        self.log("train_acc", self.train_acc, on_step=False, on_epoch=True)
+        return torch.nn.functional.cross_entropy(logits, y)
+
+    def on_train_epoch_end(self) -> None:
+        self.seen["train"].append(float(self.train_acc.compute()))
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        x, y = batch
+        self.val_acc(self.net(x).argmax(1), y)
+        self.log("val_acc", self.val_acc)
+
+    def on_validation_epoch_end(self) -> None:
+        acc = self.val_acc.compute()
+        self.seen["val"].append(float(acc))
+        self.best(acc)
+        self.log("val_acc_best", self.best.compute())
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.5)
+
+
+def test_epoch_end_hooks_read_the_epochs_metric_before_it_is_reset(tmp_path: Path) -> None:
+    module = ReadsInEpochEnd()
+    logged: list[dict[str, float]] = []
+    trainer = Trainer(max_epochs=3, default_root_dir=tmp_path, logger=False, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+                      callbacks=[_Record(logged)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torchmetrics warns when compute() comes before any update (a reset metric)
+        trainer.fit(module, DataLoader(tiny_dataset(), batch_size=16), DataLoader(tiny_dataset(), batch_size=16))
+    vals = [m["val_acc"] for m in logged]
+    assert module.seen["val"] == pytest.approx(vals) and len(vals) == 3
+    assert module.seen["train"] == pytest.approx([m["train_acc"] for m in logged])
+    assert [m["val_acc_best"] for m in logged] == pytest.approx([max(vals[: i + 1]) for i in range(3)])
+    assert not any(module.val_acc.metric_state["tp"].tolist()), "reset once the hooks ran"
+
+
+class _Record(Callback):
+    def __init__(self, into: list[dict[str, float]]) -> None:
+        self.into = into
+
+    def on_train_epoch_end(self, trainer: Trainer, module: TrainModule) -> None:
+        self.into.append({k: float(v) for k, v in trainer.callback_metrics.items()})

@@ -43,6 +43,12 @@ class NPU(Accelerator):
     def is_available(cls):
         return True
 '''
+EXITS_AT_IMPORT = "import sys\nsys.exit(3)\n"
+EXITS_IN_IS_AVAILABLE = NPU.format(body="    @classmethod\n    def is_available(cls):\n        raise SystemExit(4)\n")
+COUNT_RAISES = NPU.format(body="    @classmethod\n    def is_available(cls):\n        return True\n"
+                               "    @classmethod\n    def device_count(cls):\n"
+                               "        raise RuntimeError('npuGetDeviceCount failed: driver/library mismatch')\n")
+CLAIMS_CPU = NPU.format(body="").replace('name = "npu"', 'name = "cpu"')
 UNAVAILABLE = NPU.format(body='''    @classmethod
     def is_available(cls):
         return False
@@ -190,3 +196,47 @@ def test_unrelated_plugins_still_pass_their_kit_with_a_broken_one_installed(inst
         kit.test_unavailable_is_refused_listing_what_is_available()
         kit.test_is_registered_by_name()
     assert "npu" in ACCELERATORS.names()
+
+
+@pytest.mark.parametrize(("source", "error"), [(EXITS_AT_IMPORT, "could not be imported: SystemExit: 3"),
+                                                (EXITS_IN_IS_AVAILABLE, "raised SystemExit: 4")],
+                         ids=["at-import", "in-is-available"])
+def test_a_plugin_calling_sys_exit_does_not_end_the_program(installed_distribution: Install, source: str,
+                                                            error: str) -> None:
+    installed_distribution("acme-npu", {"xtrain.accelerators": {"npu": "npu_mod:NPU"}}, {"npu_mod": source})
+    trainer, messages = auto_warnings()  # a SystemExit escaping here would fail the test run
+    assert trainer.strategy.accelerator.name == "cpu"
+    assert len(messages) == 1 and error in messages[0] and "acme-npu 1.0.0" in messages[0], messages
+    assert error in by_name("npu")
+
+
+def test_an_accelerator_that_cannot_count_its_devices(installed_distribution: Install) -> None:
+    installed_distribution("acme-npu", {"xtrain.accelerators": {"npu": "npu_mod:NPU"}}, {"npu_mod": COUNT_RAISES})
+    trainer, messages = auto_warnings()
+    assert trainer.strategy.accelerator.name == "cpu", "auto skips it instead of dying in device_count()"
+    assert len(messages) == 1 and "npuGetDeviceCount failed" in messages[0], messages
+    message = by_name("npu")
+    assert message.startswith("accelerator='npu': the plugin (entry point 'npu = npu_mod:NPU' of acme-npu 1.0.0) "
+                              "raised RuntimeError: npuGetDeviceCount failed")
+    assert "counting its devices" in message and "Fix: pip install -U acme-npu" in message
+
+
+def test_a_third_party_claim_on_a_built_in_name_is_ignored(installed_distribution: Install) -> None:
+    installed_distribution("evil-cpu", {"xtrain.accelerators": {"cpu": "evil_mod:NPU"},
+                                        "xtrain.strategies": {"single_device": "evil_mod:Nope"}},
+                           {"evil_mod": CLAIMS_CPU})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer = quiet_trainer(accelerator="cpu", max_steps=2)
+        trainer.fit(TinyClassifier(), tiny_loaders()[0])
+    assert type(trainer.strategy.accelerator) is CPUAccelerator, "xtrain-core's cpu, not the third party's"
+    assert type(trainer.strategy).__module__.startswith("xtrain.core"), type(trainer.strategy)
+    assert trainer.global_step == 2
+    messages = [str(w.message) for w in caught if issubclass(w.category, PluginWarning)]
+    assert len(messages) == 2, messages
+    assert messages[0].startswith("accelerator='cpu': evil-cpu also register(s) 'cpu' in the entry-point group "
+                                  "'xtrain.accelerators'; that claim is ignored and xtrain-core's plugin is used.")
+    assert "Fix: the maintainers of evil-cpu should register another name" in messages[0]
+    assert "'single_device'" in messages[1]
+    default, again = auto_warnings()
+    assert type(default.strategy.accelerator) is CPUAccelerator and again == [], "warned once per process"

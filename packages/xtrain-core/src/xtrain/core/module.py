@@ -84,6 +84,10 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
         return []
 
     # -- hooks (no-ops; the Trainer calls only the ones a subclass overrides) --------------------------------------
+    def prepare_data(self) -> None:
+        """Download or write data once per node (local rank 0), before ``setup``; the other processes wait for it.
+        Set no state here: other processes do not run it."""
+
     def setup(self, stage: str) -> None: ...
     def teardown(self, stage: str) -> None: ...
     def on_fit_start(self) -> None: ...

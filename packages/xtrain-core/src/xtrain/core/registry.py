@@ -10,27 +10,34 @@ registers a new name by declaring, in its ``pyproject.toml``::
     [project.entry-points."xtrain.strategies"]
     my_strategy = "my_package.strategy:MyStrategy"
 
-A plugin is isolated from the others: one that fails to import or to be created, or a name two distributions claim,
-is a :class:`~xtrain.core.errors.ConfigError` naming the entry point and its distribution when asked for by name,
-and is skipped with one :class:`PluginWarning` when ``"auto"`` looks through every name.
+A plugin is isolated from the others: one that fails to import or to be created (``sys.exit`` included), or a name
+two third-party distributions claim, is a :class:`~xtrain.core.errors.ConfigError` naming the entry point and its
+distribution when asked for by name, and is skipped with one :class:`PluginWarning` when ``"auto"`` looks through
+every name. A third party that claims a first-party name (``"cpu"``, ``"ddp"``) is ignored with one
+:class:`PluginWarning`: it can neither take over nor disable a built-in.
 """
 
 from __future__ import annotations
 
 import difflib
 import inspect
+import re
 import warnings
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from xtrain.core._internal.hints import install_hint
+from xtrain.core._internal.hints import FIRST_PARTY, install_hint
 from xtrain.core.errors import ConfigError
 
-__all__ = ["ACCELERATORS", "CHECKPOINT_IO", "ENVIRONMENTS", "PRECISIONS", "STRATEGIES", "PluginWarning", "Registry",
-           "all_registries"]
+__all__ = ["ACCELERATORS", "CHECKPOINT_IO", "ENVIRONMENTS", "PLUGIN_FAILURES", "PRECISIONS", "STRATEGIES",
+           "PluginWarning", "Registry", "all_registries"]
 
 _T = TypeVar("_T")
+
+PLUGIN_FAILURES = (Exception, SystemExit)
+"""What a plugin's import or call may raise that is contained as a broken plugin (a ``sys.exit`` in a plugin must
+not end the user's program); only ``KeyboardInterrupt`` passes through."""
 
 
 class PluginWarning(UserWarning):
@@ -46,6 +53,7 @@ class _Entry(NamedTuple):
     distributions: tuple[str, ...]
     entry_point: EntryPoint
     version: str
+    ignored: tuple[str, ...] = ()  # third-party distributions whose claim on this first-party name is ignored
 
     @property
     def origin(self) -> str:
@@ -67,12 +75,14 @@ class Registry(Generic[_T]):
         self._entries: dict[str, _Entry] | None = None
         self._loaded: dict[str, Callable[[], _T]] = {}
         self._warned: set[str] = set()
+        self._told_ignored: set[str] = set()
 
     def refresh(self) -> None:
         """Forget what was scanned (after installing a distribution in a running process)."""
         self._entries = None
         self._loaded.clear()
         self._warned.clear()
+        self._told_ignored.clear()
 
     def _scan(self) -> dict[str, _Entry]:
         if self._entries is None:
@@ -84,8 +94,11 @@ class Registry(Generic[_T]):
                 found.setdefault(ep.name.lower(), {}).setdefault(dist, ep)
             self._entries = {}
             for name, by_dist in found.items():
-                dist, ep = next(iter(by_dist.items()))
-                self._entries[name] = _Entry(name, ep.value, tuple(sorted(by_dist)), ep, versions[dist])
+                first_party = sorted(d for d in by_dist if _normalized(d) in FIRST_PARTY)
+                ignored = tuple(sorted(d for d in by_dist if d not in first_party)) if first_party else ()
+                claims = tuple(first_party or sorted(by_dist))
+                ep = by_dist[claims[0]]
+                self._entries[name] = _Entry(name, ep.value, claims, ep, versions[claims[0]], ignored)
         return self._entries
 
     def names(self) -> list[str]:
@@ -112,6 +125,13 @@ class Registry(Generic[_T]):
         entry = self._scan().get(key)
         if entry is None:
             raise self.unknown(name)
+        if entry.ignored and key not in self._told_ignored:
+            self._told_ignored.add(key)
+            others = " and ".join(entry.ignored)
+            warnings.warn(f"{self.argument}={name!r}: {others} also register(s) {key!r} in the entry-point group "
+                          f"{self.group!r}; that claim is ignored and {entry.distributions[0]}'s plugin is used. Fix: "
+                          f"the maintainers of {others} should register another name (to use their plugin now, pass "
+                          f"it as an instance), or uninstall {others}.", PluginWarning, stacklevel=4)
         if len(entry.distributions) > 1:
             raise ConfigError(
                 self.argument, name,
@@ -121,7 +141,7 @@ class Registry(Generic[_T]):
             )
         try:
             loaded = entry.entry_point.load()
-        except Exception as err:
+        except PLUGIN_FAILURES as err:
             raise self._broken(name, entry, f"could not be imported: {_describe(err)}") from err
         if not callable(loaded):
             raise self._broken(name, entry, f"names {loaded!r}, which is not a class or a factory.")
@@ -143,7 +163,7 @@ class Registry(Generic[_T]):
             return factory()
         except ConfigError:
             raise  # the plugin refusing a setting (e.g. a missing library) speaks for itself: not a broken plugin
-        except Exception as err:
+        except PLUGIN_FAILURES as err:
             entry = self._scan()[name.strip().lower()]
             raise self._broken(name, entry, f"could not be created: {_describe(err)}") from err
 
@@ -170,7 +190,7 @@ class Registry(Generic[_T]):
                 found.append((name, loaded))
         return found
 
-    def skip(self, name: str, error: Exception) -> None:
+    def skip(self, name: str, error: BaseException) -> None:
         """Warn, once per name, that ``"auto"`` skipped the plugin ``name`` because of ``error``."""
         key = name.strip().lower()
         if key in self._warned:
@@ -202,6 +222,10 @@ class Registry(Generic[_T]):
         close = difflib.get_close_matches(key, choices, n=1)
         fix = f"did you mean {close[0]!r}?" if close else f"pass one of the valid choices to {self.argument}=."
         return ConfigError(self.argument, name, f"is not a registered {self.argument} name.", choices=choices, fix=fix)
+
+
+def _normalized(distribution: str) -> str:
+    return re.sub(r"[-_.]+", "-", distribution).lower()
 
 
 def _describe(err: BaseException) -> str:

@@ -41,7 +41,7 @@ from xtrain.core._internal.data import (
     warn_empty_eval,
 )
 from xtrain.core._internal.hang import DEFAULT_HANG_TIMEOUT, parse_hang_timeout
-from xtrain.core._internal.hook_overrides import step_scheduler
+from xtrain.core._internal.hook_overrides import module_overrides, step_scheduler
 from xtrain.core._internal.hooks import HookDispatcher
 from xtrain.core._internal.hparams import loggable_hparams
 from xtrain.core._internal.loops.evaluation import run_evaluation, run_predict
@@ -54,6 +54,7 @@ from xtrain.core._internal.optimizer import StrategyOptimizer
 from xtrain.core._internal.preemption import Preemption
 from xtrain.core._internal.profiling import profiling, resolve_profiler
 from xtrain.core._internal.progress import FitProgress
+from xtrain.core._internal.removed_hooks import check_removed_hooks
 from xtrain.core._internal.resolve import resolve
 from xtrain.core._internal.rng import restore_rng_states
 from xtrain.core._internal.run_dirs import new_log_dirs, remove_log_dirs
@@ -64,9 +65,11 @@ from xtrain.core._internal.trainer_args import (
     check_callbacks,
     check_loggers,
     check_root,
+    check_switches,
     parse_run_flags,
     parse_settings,
 )
+from xtrain.core._internal.trainer_compat import LightningAttributes
 from xtrain.core._internal.writable import check_output_dirs
 from xtrain.core.accelerator import Accelerator
 from xtrain.core.callbacks import Callback, ModelCheckpoint, ModelSummary, ProgressBar, default_progress_bar
@@ -90,7 +93,7 @@ Stage = Literal["fit", "validate", "test", "predict"]
 PluginArg = Precision | CheckpointIO | ClusterEnvironment | str
 
 
-class Trainer:
+class Trainer(LightningAttributes):
     """Trains and evaluates a :class:`~xtrain.core.TrainModule`.
 
     Hardware (all resolved before anything starts; any invalid value raises
@@ -190,6 +193,9 @@ class Trainer:
             reload_dataloaders_every_n_epochs=reload_dataloaders_every_n_epochs, sync_batchnorm=sync_batchnorm,
             detect_anomaly=detect_anomaly, benchmark=benchmark, barebones=barebones,
             val_check_interval=val_check_interval)
+        check_switches(enable_checkpointing=enable_checkpointing, enable_progress_bar=enable_progress_bar,
+                       enable_model_summary=enable_model_summary, use_distributed_sampler=use_distributed_sampler,
+                       inference_mode=inference_mode)
         if flags.barebones:
             logger, enable_checkpointing, enable_progress_bar, enable_model_summary, num_sanity_val_steps = \
                 barebones_settings(logger=logger, callbacks=check_callbacks(callbacks)).values()
@@ -258,6 +264,7 @@ class Trainer:
         self.val_dataloaders: list[Any] = []
         self.num_training_batches: float = math.inf
         self._val_limits: list[float] = []
+        self._ckpt_path: str | Path | None = None
         self._val_last_batch = -1
         self._pending_rng: dict[str, Any] | None = None
         self._pending_sampler: dict[str, Any] | None = None
@@ -412,6 +419,7 @@ class Trainer:
                               self.gradient_clip_val or self.accumulate_grad_batches,
                               "is done by your training_step under manual optimization (automatic_optimization=False).",
                               fix="leave it at its default and clip/accumulate in training_step.")
+        check_removed_hooks(model, self._user_callbacks)
         self._module = model
         model._trainer = self
         self.datamodule = datamodule or self.datamodule
@@ -446,6 +454,7 @@ class Trainer:
             loaded = None
             if ckpt_path == "auto":
                 ckpt_path = resolve_auto(self, self._healing)
+            self._ckpt_path = ckpt_path
             if ckpt_path is not None:
                 fitting = stage == "fit"
                 loaded = self.strategy.load_checkpoint(ckpt_path, targets=restore_targets(self, fitting=fitting))
@@ -476,10 +485,13 @@ class Trainer:
     def _setup(self, stage: Stage) -> None:
         module, strategy = self.module, self.strategy
         dm = self.datamodule
-        if dm is not None:
-            if strategy.local_rank == 0:
-                dm.prepare_data()
+        if dm is not None or module_overrides(module, "prepare_data"):
+            if strategy.local_rank == 0:  # as Lightning: the data module's first, then the module's
+                if dm is not None:
+                    dm.prepare_data()
+                module.prepare_data()
             strategy.barrier("prepare_data")
+        if dm is not None:
             dm.setup(stage)
         module.setup(stage)
         extra = check_callbacks(module.configure_callbacks())
@@ -567,7 +579,7 @@ class Trainer:
                 logger.log_hyperparams(params)
 
     def _run_stage(self, stage: Stage) -> Any:
-        self._metrics.callback_metrics.clear()  # as in Lightning: after test() they are the test's results
+        self._metrics.new_results()  # as in Lightning: after test() they are the test's results
         if stage == "predict":
             return run_predict(self, self.val_dataloaders, self._val_limits)
         if stage in ("validate", "test"):
@@ -581,7 +593,7 @@ class Trainer:
             run_evaluation(self, "sanity_check", self.val_dataloaders, limits)
             self._hooks.call_callbacks("on_sanity_check_end")
             self.sanity_checking = False
-            self._metrics.callback_metrics.clear()
+            self._metrics.new_results()
         self._val_clock = ValClock(self._flags.val_check_time) if self._flags.val_check_time else None
         with self._preemption.installed(), anomaly_detection(self._flags):
             FitLoop(self).run()

@@ -20,8 +20,8 @@ from torch.utils.data import (
 from xtrain.core._internal.sampler import ResumableSampler, SeededBatchSampler, SeededDataset
 from xtrain.core.errors import ConfigError
 
-__all__ = ["batch_limit", "check_train_batches", "copy_dataloader", "prepare_dataloader", "resumable_sampler",
-           "warn_empty_eval"]
+__all__ = ["batch_limit", "check_train_batches", "copy_dataloader", "length", "prepare_dataloader",
+           "resumable_sampler", "warn_empty_eval"]
 
 
 def copy_dataloader(loader: DataLoader[Any], **attrs: Any) -> DataLoader[Any]:
@@ -82,17 +82,33 @@ def resumable_sampler(loader: Any) -> ResumableSampler | None:
     return sampler if isinstance(sampler, ResumableSampler) else None
 
 
+def length(obj: Any) -> int | None:
+    """``len(obj)``, or None when it has none: a DataLoader always defines ``__len__``, but over an
+    ``IterableDataset`` without one (a stream) it raises ``TypeError``."""
+    if not isinstance(obj, Sized):
+        return None
+    try:
+        return len(obj)
+    except (TypeError, NotImplementedError):
+        return None
+
+
 def batch_limit(loader: Iterable[Any], limit: int | float, argument: str) -> int | float:
     """How many batches to take from ``loader``: an int limit as is, a fraction of its length, ``inf`` if unsized."""
-    length = len(loader) if isinstance(loader, Sized) else math.inf
+    size = length(loader)
     if isinstance(limit, int):
-        return min(limit, length)
-    if length == math.inf:
+        return limit if size is None else min(limit, size)
+    if size is None:
         if limit == 1.0:
             return math.inf
         raise ConfigError(argument, limit, "is a fraction, but the dataloader has no length.",
                           fix=f"pass an int number of batches to {argument}.")
-    return int(length * limit)
+    batches = int(size * limit)
+    if batches == 0 and limit > 0 and size > 0:
+        raise ConfigError(argument, limit, f"of a dataloader of {size} batches is 0 batches, so that loop would "
+                          f"silently do nothing.", fix=f"write {argument}={1 / size:.3g} or more (1 batch), an int "
+                          f"number of batches, or 0 to skip it on purpose.")
+    return batches
 
 
 def _shape(loader: Any) -> dict[str, Any]:
@@ -100,8 +116,7 @@ def _shape(loader: Any) -> dict[str, Any]:
     batch_sampler = getattr(loader, "batch_sampler", None)
     sampler = getattr(batch_sampler, "sampler", None)
     dataset = getattr(loader, "dataset", None)
-    return {"len": len(loader), "samples": len(dataset) if isinstance(dataset, Sized) else None,
-            "rank_samples": len(sampler) if isinstance(sampler, Sized) else None,
+    return {"len": length(loader), "samples": length(dataset), "rank_samples": length(sampler),
             "batch_size": getattr(batch_sampler, "batch_size", getattr(loader, "batch_size", None)),
             "drop_last": getattr(batch_sampler, "drop_last", getattr(loader, "drop_last", None)),
             "ranks": getattr(sampler, "num_replicas", None) or 1, "rank": getattr(sampler, "rank", 0)}
@@ -114,7 +129,7 @@ def check_train_batches(loader: Any) -> None:
         ConfigError: Naming the loader's length, batch size and ``drop_last`` (and, when sharded over ranks, how
             many samples this rank gets).
     """
-    if not isinstance(loader, Sized) or len(loader) != 0:
+    if length(loader) != 0:
         return
     shape = _shape(loader)
     value = {k: shape[k] for k in ("len", "batch_size", "drop_last")}
@@ -136,7 +151,7 @@ def check_train_batches(loader: Any) -> None:
 def warn_empty_eval(loaders: list[Any], limits: list[float], stage: str) -> None:
     """Warn about evaluation dataloaders with no batch: that stage silently does nothing for them."""
     for i, (loader, limit) in enumerate(zip(loaders, limits, strict=True)):
-        if limit == 0 and isinstance(loader, Sized) and len(loader) == 0:
+        if limit == 0 and length(loader) == 0:
             shape = _shape(loader)
             warnings.warn(f"{stage} dataloader {i} has no batch (len 0: {shape['rank_samples']} sample(s) on this "
                           f"rank, batch_size={shape['batch_size']}, drop_last={shape['drop_last']}), so it is "

@@ -6,7 +6,10 @@ against the entry points the first-party packages declare, so it cannot drift.
 
 from __future__ import annotations
 
-__all__ = ["install_hint"]
+__all__ = ["FIRST_PARTY", "install_hint"]
+
+FIRST_PARTY = frozenset({"xtrain-core", "xtrain-strategies", "xtrain-precision", "xtrain-accelerators"})
+"""The distributions of this repository (normalized names): their claim on a plugin name wins over a third party's."""
 
 _ACCELERATORS = {"cuda": "", "gpu": "", "mps": "", "xpu": "", "xla": "[xla]", "tpu": "[xla]"}
 # Only names a released package registers: the drift test in tests_integration/ compares this with the entry points.

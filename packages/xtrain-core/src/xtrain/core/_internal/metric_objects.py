@@ -61,6 +61,7 @@ class MetricObjects:
 
     def __init__(self) -> None:
         self._entries: dict[str, dict[str, _Entry]] = {}
+        self._computed: list[Any] = []
 
     def log(self, store: MetricStore, name: str, metric: Any, *, prog_bar: bool, logger: bool,
             on_step: bool | None, on_epoch: bool | None) -> None:
@@ -86,7 +87,9 @@ class MetricObjects:
         entries[name] = _Entry(metric, epoch, prog_bar, logger, f"{name}_epoch" if both else name)
 
     def end_epoch(self, store: MetricStore) -> dict[str, float]:
-        """Compute (across ranks) and reset the current stage's metrics; returns the values for the loggers."""
+        """Compute (across ranks) the current stage's metrics; returns the values for the loggers. They are reset by
+        :meth:`reset_computed`, after the epoch-end hooks: a hook may still read them (``metric.compute()`` there
+        returns the epoch's value, as in Lightning)."""
         for_logger: dict[str, float] = {}
         for name, entry in self._entries.pop(store.stage, {}).items():
             if entry.epoch:
@@ -98,8 +101,14 @@ class MetricObjects:
                     store.step_values[entry.key] = value
                 if entry.logger:
                     for_logger[entry.key] = float(value.item())
-            entry.metric.reset()
+            self._computed.append(entry.metric)
         return for_logger
+
+    def reset_computed(self) -> None:
+        """Reset the metrics :meth:`end_epoch` computed."""
+        for metric in self._computed:
+            metric.reset()
+        self._computed.clear()
 
     def begin(self, stage: str) -> None:
         self._entries.pop(stage, None)

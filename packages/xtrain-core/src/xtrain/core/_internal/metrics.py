@@ -103,6 +103,11 @@ class MetricStore:
         self._pending: dict[str, torch.Tensor] = {}
         self.objects: MetricObjects | None = None  # torchmetrics Metric objects, once one is logged
 
+    def new_results(self) -> None:
+        """Start a stage's callback metrics in a new dict, as Lightning does: a reference the user took to the previous
+        stage's (``trainer.callback_metrics`` after ``fit``) keeps its values through ``test``."""
+        self.callback_metrics = {}
+
     @property
     def in_epoch_end(self) -> bool:
         return self._in_epoch_end
@@ -119,7 +124,10 @@ class MetricStore:
             self._per_step = self.stage == "train"
 
     def take_pending(self) -> dict[str, float]:
-        """Values logged in epoch-end hooks, for the loggers."""
+        """Values logged in epoch-end hooks, for the loggers; called after those hooks, so the Metric objects the
+        epoch computed are reset here."""
+        if self.objects is not None:
+            self.objects.reset_computed()
         out = {k: float(v.item()) for k, v in self._pending.items()}
         self._pending.clear()
         self.logged_metrics.update(out)

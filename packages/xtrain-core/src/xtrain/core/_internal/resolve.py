@@ -17,7 +17,7 @@ from xtrain.core.checkpoint_io import CheckpointIO
 from xtrain.core.environment import ClusterEnvironment
 from xtrain.core.errors import ConfigError
 from xtrain.core.precision import Precision
-from xtrain.core.registry import ACCELERATORS, CHECKPOINT_IO, ENVIRONMENTS, PRECISIONS, STRATEGIES
+from xtrain.core.registry import ACCELERATORS, CHECKPOINT_IO, ENVIRONMENTS, PLUGIN_FAILURES, PRECISIONS, STRATEGIES
 from xtrain.core.strategy import Strategy
 
 __all__ = ["Resolved", "canonical_precision", "resolve"]
@@ -90,17 +90,18 @@ def _auto_accelerator(strategy: Strategy | None) -> Accelerator:
     for best in sorted(usable, key=lambda c: (c.auto_priority, c.name), reverse=True):
         try:
             return best()
-        except Exception as err:  # noqa: BLE001 - one broken plugin must not break the automatic choice
+        except PLUGIN_FAILURES as err:  # one broken plugin must not break the automatic choice
             ACCELERATORS.skip(candidates[best], err)
     raise ConfigError("accelerator", "auto", "found no available accelerator.", choices=ACCELERATORS.names(),
                       fix="pip install xtrain-core (it provides 'cpu').")
 
 
 def _is_available(name: str, cls: type[Accelerator]) -> bool:
-    """``cls.is_available()``; a plugin whose check raises counts as unavailable, with one warning."""
+    """``cls.is_available()``, and its devices countable; a plugin whose check or count raises counts as unavailable,
+    with one warning (a driver that loads but cannot count its devices must not take ``"auto"`` down with it)."""
     try:
-        return bool(cls.is_available())
-    except Exception as err:  # noqa: BLE001 - a broken plugin is skipped, not fatal
+        return bool(cls.is_available()) and cls.device_count() >= 0
+    except PLUGIN_FAILURES as err:  # a broken plugin is skipped, not fatal
         ACCELERATORS.skip(name, err)
         return False
 
@@ -114,7 +115,7 @@ def _unavailable(accelerator: object, acc: Accelerator) -> ConfigError:
     example = f"e.g. accelerator={available[0]!r}, " if available else ""
     try:
         reason = acc.unavailable_reason()
-    except Exception as err:  # noqa: BLE001 - the reason is a courtesy; its failure must not hide the real error
+    except PLUGIN_FAILURES as err:  # the reason is a courtesy; its failure must not hide the real error
         reason = f"(its unavailable_reason() raised {type(err).__name__}: {err})"
     because = f" {reason.rstrip('.')}." if reason else ""
     fix = f"choose an available accelerator, {example}or 'auto'."
@@ -143,13 +144,26 @@ def _accelerator(accelerator: object, strategy: Strategy | None) -> Accelerator:
                           choices=["auto", *ACCELERATORS.names()], fix="write accelerator='auto'.")
     try:
         available = acc.is_available()
-    except Exception as err:
+    except PLUGIN_FAILURES as err:
         if not isinstance(accelerator, str):
             raise
         raise ACCELERATORS.broken(accelerator, f"raised {type(err).__name__}: {err} in is_available().") from err
     if not available:
         raise _unavailable(accelerator, acc)
     return acc
+
+
+def _device_indices(acc: Accelerator, accelerator: object, devices: object) -> list[int]:
+    """``acc.parse_devices(devices)``; an accelerator chosen by name whose device count raises is a broken plugin."""
+    try:
+        return acc.parse_devices(devices)  # type: ignore[arg-type]
+    except ConfigError:
+        raise
+    except PLUGIN_FAILURES as err:
+        if not isinstance(accelerator, str) or accelerator.strip().lower() == "auto" or accelerator not in ACCELERATORS:
+            raise
+        raise ACCELERATORS.broken(accelerator, f"raised {type(err).__name__}: {err} counting its devices "
+                                  f"(device_count() or parse_devices()).") from err
 
 
 def _strategy(strategy: object) -> Strategy | None:
@@ -180,7 +194,7 @@ def _environment(explicit: ClusterEnvironment | None, strategy: Strategy | None)
         try:
             if cls.detect_priority is not None and cls.detect():
                 detected.append((cls.detect_priority, name))
-        except Exception as err:  # noqa: BLE001 - a broken plugin is skipped, not fatal
+        except PLUGIN_FAILURES as err:  # a broken plugin is skipped, not fatal
             ENVIRONMENTS.skip(name, err)
     for _, name in sorted(detected, reverse=True):
         try:
@@ -254,7 +268,7 @@ def resolve(*, accelerator: object = "auto", devices: object = "auto", num_nodes
     strat = _strategy(strategy)
     acc = _accelerator(accelerator, strat)
     env = _environment(env_plugin, strat)
-    indices = acc.parse_devices(devices)  # type: ignore[arg-type]
+    indices = _device_indices(acc, accelerator, devices)
     device_list = [acc.get_device(i) for i in indices]
     if strat is None:
         world = len(indices) * num_nodes

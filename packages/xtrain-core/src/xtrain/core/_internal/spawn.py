@@ -32,7 +32,7 @@ def worker_result(trainer: Trainer, output: Any) -> dict[str, Any] | None:
 
 def receive_worker_result(trainer: Trainer, result: dict[str, Any]) -> Any:
     """In the caller: load the workers' final state into this process's Trainer and module."""
-    trainer._metrics.callback_metrics.clear()  # the stage's own results, as in one process
+    trainer._metrics.new_results()  # the stage's own results, as in one process
     trainer._metrics.callback_metrics.update(result["callback_metrics"])
     trainer._metrics.logged_metrics.update(result["logged_metrics"])
     # The workers chose the version directory; later runs of this Trainer (and log_dir) must use the same one.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import warnings
@@ -99,8 +100,8 @@ def parse_settings(*, max_epochs: Any, max_steps: Any, max_time: Any, limit_trai
     if check_val_every_n_epoch is not None:
         _int("check_val_every_n_epoch", check_val_every_n_epoch, 1, "write check_val_every_n_epoch=1.")
     clip = gradient_clip_val
-    if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float)) or clip < 0):
-        raise ConfigError("gradient_clip_val", clip, "must be a non-negative number or None.",
+    if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float)) or not 0 <= clip < math.inf):
+        raise ConfigError("gradient_clip_val", clip, "must be a finite non-negative number or None.",
                           fix="write gradient_clip_val=1.0, or None for no clipping.")
     if gradient_clip_algorithm not in ("norm", "value"):
         raise ConfigError("gradient_clip_algorithm", gradient_clip_algorithm, "is not a clipping algorithm.",
@@ -112,8 +113,9 @@ def parse_settings(*, max_epochs: Any, max_steps: Any, max_time: Any, limit_trai
     if dev:
         limits = dict.fromkeys(limits, dev)
         epochs, steps, sanity, val_check_interval = 1, dev, 0, 1.0
-    elif epochs == 0 or steps == 0:
-        name, value = ("max_epochs", epochs) if epochs == 0 else ("max_steps", steps)
+    elif epochs == 0 or steps == 0 or limits["limit_train_batches"] == 0:
+        name, value = (("max_epochs", epochs) if epochs == 0 else ("max_steps", steps) if steps == 0
+                       else ("limit_train_batches", limits["limit_train_batches"]))
         warnings.warn(f"{name}={value}: fit will not train at all (no step, no checkpoint). That is right only for "
                       f"validate/test/predict; otherwise set {name} to a positive number.", UserWarning, stacklevel=3)
     return Limits(
@@ -180,6 +182,12 @@ def _flag(name: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(name, value, "must be True or False.", choices=[True, False], fix=f"write {name}=True.")
     return value
+
+
+def check_switches(**switches: object) -> None:
+    """Refuse an on/off switch that is not a bool: ``enable_checkpointing="false"`` is truthy and would mean on."""
+    for name, value in switches.items():
+        _flag(name, value)
 
 
 def parse_run_flags(*, overfit_batches: Any, min_epochs: Any, min_steps: Any, reload_dataloaders_every_n_epochs: Any,

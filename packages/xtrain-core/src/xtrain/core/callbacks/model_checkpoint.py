@@ -89,9 +89,18 @@ class ModelCheckpoint(Callback):
         self.save_weights_only = save_weights_only
         self.best_k_models: dict[str, float] = {}
         self.best_model_path = ""
-        self.best_model_score: float | None = None
+        self._best_score: float | None = None
         self.last_model_path = ""
         self._saved_step = -1
+
+    @property
+    def best_model_score(self) -> torch.Tensor | None:
+        """The monitored value of ``best_model_path``, a 0-d tensor as in Lightning (``.item()`` gives the float)."""
+        return None if self._best_score is None else torch.tensor(self._best_score)
+
+    @best_model_score.setter
+    def best_model_score(self, value: torch.Tensor | float | None) -> None:
+        self._best_score = None if value is None else float(value)
 
     @property
     @override
@@ -102,14 +111,14 @@ class ModelCheckpoint(Callback):
     @override
     def state_dict(self) -> dict[str, Any]:
         return {"best_k_models": dict(self.best_k_models), "best_model_path": self.best_model_path,
-                "best_model_score": self.best_model_score, "last_model_path": self.last_model_path,
+                "best_model_score": self._best_score, "last_model_path": self.last_model_path,
                 "dirpath": str(self.dirpath) if self.dirpath else ""}
 
     @override
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.best_k_models = dict(state.get("best_k_models", {}))
         self.best_model_path = state.get("best_model_path", "")
-        self.best_model_score = state.get("best_model_score")
+        self.best_model_score = state.get("best_model_score")  # a float (a tensor in Lightning's checkpoints)
         self.last_model_path = state.get("last_model_path", "")
 
     def resolve_dirpath(self, trainer: Trainer) -> Path:

@@ -25,9 +25,10 @@ def _count(n: int) -> str:
 
 
 def summarize(module: nn.Module, *, max_depth: int = 1) -> str:
-    """A text table: name, type, parameter count of each sub-module down to ``max_depth``, then totals."""
+    """A text table: name, type, parameter count of each sub-module down to ``max_depth`` (-1: all), then totals."""
     rows = [("", "Name", "Type", "Params")]
-    for i, (name, child) in enumerate((n, m) for n, m in module.named_modules() if n and n.count(".") < max_depth):
+    shown = ((n, m) for n, m in module.named_modules() if n and (max_depth < 0 or n.count(".") < max_depth))
+    for i, (name, child) in enumerate(shown):
         rows.append((str(i), name, type(child).__name__, _count(sum(p.numel() for p in child.parameters()))))
     widths = [max(len(r[c]) for r in rows) for c in range(4)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
@@ -44,13 +45,14 @@ class ModelSummary(Callback):
     """Prints :func:`summarize` of the module on global rank 0 when ``fit`` starts.
 
     Args:
-        max_depth: How deep into nested modules the table goes.
+        max_depth: How deep into nested modules the table goes: -1 for every layer, 0 for no table (as Lightning's;
+            positional too, as there).
     """
 
-    def __init__(self, *, max_depth: int = 1) -> None:
+    def __init__(self, max_depth: int = 1) -> None:
         self.max_depth = max_depth
 
     @override
     def on_fit_start(self, trainer: Trainer, module: TrainModule) -> None:
-        if trainer.is_global_zero:
+        if trainer.is_global_zero and self.max_depth != 0:
             print(summarize(module, max_depth=self.max_depth), file=sys.stderr)

@@ -24,8 +24,8 @@ class CSVLogger(Logger):
 
     _FILE = "metrics.csv"
 
-    def __init__(self, save_dir: str | Path = ".", *, name: str = "xtrain_logs",
-                 version: int | str | None = None) -> None:
+    def __init__(self, save_dir: str | Path = ".", name: str = "xtrain_logs",
+                 version: int | str | None = None) -> None:  # positional, as Lightning's: Logger("logs", "exp")
         super().__init__(save_dir, name=name, version=version)
         self._columns: list[str] | None = None
         self._rows = 0

@@ -32,8 +32,8 @@ class Logger(ABC):
         version: A fixed version (an int becomes ``version_N``, a str is used as the directory name).
     """
 
-    def __init__(self, save_dir: str | os.PathLike[str] = ".", *, name: str = "xtrain_logs",
-                 version: int | str | None = None) -> None:
+    def __init__(self, save_dir: str | os.PathLike[str] = ".", name: str = "xtrain_logs",
+                 version: int | str | None = None) -> None:  # positional, as Lightning's: Logger("logs", "exp")
         self._save_dir = Path(save_dir)
         self._name = name
         self._version = version

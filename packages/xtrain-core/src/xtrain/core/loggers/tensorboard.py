@@ -26,8 +26,8 @@ class TensorBoardLogger(Logger):
     A resumed run purges events after the checkpoint's step, so curves continue without duplicate steps.
     """
 
-    def __init__(self, save_dir: str | Path = ".", *, name: str = "xtrain_logs",
-                 version: int | str | None = None) -> None:
+    def __init__(self, save_dir: str | Path = ".", name: str = "xtrain_logs",
+                 version: int | str | None = None) -> None:  # positional, as Lightning's: Logger("logs", "exp")
         super().__init__(save_dir, name=name, version=version)
         self._writer: SummaryWriter | None = None
         self._purge_step: int | None = None

@@ -102,6 +102,9 @@ class FitLoop:
                 self._skip_by_loading(data, p.batches_in_epoch)
             t._restore_pending_rng()
         completed = self._batches(data, total)
+        if p.batches_in_epoch == 0 and total > 0:  # a stream (no length to check before the run) yielded nothing
+            warnings.warn("the training dataloader yielded no batch this epoch, so the epoch trains nothing. Check "
+                          "how its data is built (a filter that drops every sample?).", UserWarning, stacklevel=2)
         source = t.strategy.join()
         if source is not None:  # uneven inputs: every rank continues from the rank that trained longest
             p.global_step, p.total_batches = t.strategy.broadcast((p.global_step, p.total_batches), src=source)

@@ -1,0 +1,92 @@
+"""Trainer attributes that Lightning code reads and xtrain's own code does not need.
+
+Kept apart from the Trainer's logic: each is a read-only view of state the Trainer already holds. Found by running
+real Lightning projects (lightning-hydra-template reads ``trainer.model`` in ``configure_optimizers``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from torch import nn
+
+if TYPE_CHECKING:
+    from xtrain.core._internal.metrics import MetricStore
+    from xtrain.core.callbacks.callback import Callback
+    from xtrain.core.callbacks.early_stopping import EarlyStopping
+    from xtrain.core.strategy import Strategy
+
+__all__ = ["LightningAttributes"]
+
+
+class LightningAttributes:
+    """Read-only Lightning names on :class:`~xtrain.core.Trainer` (mixed in)."""
+
+    _ckpt_path: str | Path | None
+    _val_limits: list[float]
+    callbacks: list[Callback]
+    strategy: Strategy
+    _metrics: MetricStore
+
+    def _stage(self) -> str | None:
+        return getattr(self, "state", None)
+
+    @property
+    def model(self) -> nn.Module | None:
+        """The module as the strategy wraps it (``DistributedDataParallel`` under ``ddp``); the module itself before
+        the run sets the strategy up."""
+        try:
+            return self.strategy.model
+        except RuntimeError:
+            return getattr(self, "_module", None)
+
+    @property
+    def precision(self) -> str:
+        """The precision's name, e.g. ``"32-true"`` or ``"bf16-mixed"``."""
+        return self.strategy.precision.name
+
+    @property
+    def ckpt_path(self) -> str | Path | None:
+        """The checkpoint the last ``fit``/``validate``/``test``/``predict`` started from (``"auto"`` resolved)."""
+        return self._ckpt_path
+
+    @property
+    def early_stopping_callbacks(self) -> list[EarlyStopping]:
+        from xtrain.core.callbacks.early_stopping import EarlyStopping
+
+        return [cb for cb in self.callbacks if isinstance(cb, EarlyStopping)]
+
+    @property
+    def early_stopping_callback(self) -> EarlyStopping | None:
+        return next(iter(self.early_stopping_callbacks), None)
+
+    @property
+    def num_val_batches(self) -> list[float]:
+        """Batches per validation dataloader (``inf`` for one without length), once ``fit``/``validate`` set them."""
+        return list(self._val_limits) if self._stage() in ("fit", "validate") else []
+
+    @property
+    def num_test_batches(self) -> list[float]:
+        return list(self._val_limits) if self._stage() == "test" else []
+
+    @property
+    def num_predict_batches(self) -> list[float]:
+        return list(self._val_limits) if self._stage() == "predict" else []
+
+    @property
+    def training(self) -> bool:
+        """Whether the fit loop is training now (not validating, not in the sanity check)."""
+        return self._stage() == "fit" and self._metrics.stage == "train"
+
+    @property
+    def validating(self) -> bool:
+        return self._metrics.stage == "validate" and self._stage() in ("fit", "validate")
+
+    @property
+    def testing(self) -> bool:
+        return self._stage() == "test"
+
+    @property
+    def predicting(self) -> bool:
+        return self._stage() == "predict"
