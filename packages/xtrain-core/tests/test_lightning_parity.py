@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from xtrain.core import CheckpointError, ConfigError, DataModule, Trainer, TrainModule
+from xtrain.core import Callback, CheckpointError, ConfigError, DataModule, Trainer, TrainModule
 from xtrain.core.testing import TinyClassifier, TinyData, tiny_dataset, tiny_loaders
 
 
@@ -782,8 +782,6 @@ def test_a_removed_lightning_1_hook_is_refused_before_the_run(tmp_path: Path, ho
 
 
 def test_a_callback_with_a_removed_hook_is_refused(tmp_path: Path) -> None:
-    from xtrain.core import Callback
-
     class OldTimer(Callback):
         def on_batch_end(self, trainer: Any, module: Any) -> None: ...
 
@@ -839,3 +837,37 @@ def test_trainer_attributes_lightning_code_reads(tmp_path: Path) -> None:
     trainer.save_checkpoint(tmp_path / "a.ckpt")
     trainer.test(module, tiny_loaders()[1], ckpt_path=tmp_path / "a.ckpt", verbose=False)
     assert str(trainer.ckpt_path) == str(tmp_path / "a.ckpt") and not trainer.training
+
+
+class Milestones(Callback):
+    """A callback configured from the command line, as computer_vision_fine_tuning.py's BackboneFinetuning."""
+
+    def __init__(self, milestones: tuple[int, int] = (5, 10), train_bn: bool = False) -> None:
+        self.milestones, self.train_bn = milestones, train_bn
+
+
+def test_a_cli_subclass_customizes_the_parser_and_runs_around_the_stage(tmp_path: Path) -> None:
+    from xtrain.core.cli import XtrainCLI
+
+    calls: list[str] = []
+
+    class MyCLI(XtrainCLI):
+        def add_arguments_to_parser(self, parser: Any) -> None:
+            parser.add_lightning_class_args(Milestones, "finetuning")
+            parser.set_defaults({"finetuning.milestones": [1, 3], "trainer.max_steps": 2})
+
+        def before_instantiate_classes(self) -> None:
+            calls.append(f"before_instantiate_classes(max_steps={self.config.trainer.max_steps})")
+
+        def before_fit(self) -> None:
+            calls.append(f"before_fit(step={self.trainer.global_step})")
+
+        def after_fit(self) -> None:
+            calls.append(f"after_fit(step={self.trainer.global_step})")
+
+    cli = MyCLI(TinyClassifier, TinyData, save_config_callback=None, args=[
+        "fit", "--finetuning.train_bn", "true", "--trainer.logger", "false", "--trainer.enable_progress_bar", "false",
+        f"--trainer.default_root_dir={tmp_path}"])
+    assert calls == ["before_instantiate_classes(max_steps=2)", "before_fit(step=0)", "after_fit(step=2)"]
+    made = [cb for cb in cli.trainer.callbacks if isinstance(cb, Milestones)]
+    assert len(made) == 1 and list(made[0].milestones) == [1, 3] and made[0].train_bn is True

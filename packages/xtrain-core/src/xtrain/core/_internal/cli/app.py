@@ -36,6 +36,11 @@ class XtrainCLI:
         args: Arguments to parse instead of ``sys.argv`` (a list of strings, or a dict of the configuration).
         run: Expect a subcommand (``fit``, ``validate``, ``test``, ``predict``) and run it.
 
+    Subclasses customize it as a ``LightningCLI`` subclass does: :meth:`add_arguments_to_parser` (with
+    ``parser.add_lightning_class_args(CallbackClass, "key")`` for a callback configured by ``--key.*``, and
+    ``parser.link_arguments``), :meth:`before_instantiate_classes`, and ``before_fit``/``after_fit`` (and the same
+    for ``validate``, ``test``, ``predict``) around the stage that ``run`` runs.
+
     Attributes:
         config: The parsed configuration (of the subcommand, when ``run``).
         subcommand: The stage run (``None`` without ``run``).
@@ -65,10 +70,14 @@ class XtrainCLI:
             assert save_config_callback is not None
             return save_config_callback(parser, config, **save_options)
 
+        callback_keys: dict[str, type] = {}
+
         def stage_parser(stage: str) -> Any:
             parser = _stage_parser(stage, **options)
             if defaults:
                 parser.set_defaults(defaults)
+            parser.add_lightning_class_args = lambda cls, key, **kw: _add_callback_args(parser, callback_keys, cls, key)
+            self.add_arguments_to_parser(parser)
             return parser
 
         self.subcommand: str | None = None
@@ -84,6 +93,8 @@ class XtrainCLI:
         else:
             used = stage_parser("fit")
             self.config = self._parse(used, args)
+        self.before_instantiate_classes()
+        extra_callbacks += [cls(**self.config[key].as_dict()) for key, cls in callback_keys.items()]
         self.model, self.datamodule, self.trainer = build_objects(
             used, self.config, model_class=model_class if not subclass_mode_model else None,
             data_class=datamodule_class if not subclass_mode_data else None, trainer_class=trainer_class,
@@ -91,10 +102,28 @@ class XtrainCLI:
             save_config=save_config if save_config_callback is not None else None)
         if self.subcommand is not None:
             kwargs: dict[str, Any] = {"datamodule": self.datamodule, "ckpt_path": self.config.ckpt_path}
+            getattr(self, f"before_{self.subcommand}", lambda: None)()
             getattr(self.trainer, self.subcommand)(self.model, **kwargs)
+            getattr(self, f"after_{self.subcommand}", lambda: None)()
+
+    def add_arguments_to_parser(self, parser: Any) -> None:
+        """Add options or defaults to each stage's ``jsonargparse`` parser (a subclass overrides it)."""
+
+    def before_instantiate_classes(self) -> None:
+        """Runs after parsing (``self.config`` is set), before the module, data module and Trainer are built."""
 
     @staticmethod
     def _parse(parser: Any, args: list[str] | Mapping[str, Any] | None) -> Any:
         if isinstance(args, Mapping):
             return parser.parse_object(dict(args))
         return parser.parse_args(args)
+
+
+def _add_callback_args(parser: Any, keys: dict[str, type], cls: type, key: str) -> None:
+    """``parser.add_lightning_class_args``: ``--key.*`` options for ``cls``; a callback built from them joins the
+    Trainer's callbacks."""
+    from xtrain.core.callbacks.callback import Callback
+
+    parser.add_class_arguments(cls, key, fail_untyped=False, instantiate=False)
+    if isinstance(cls, type) and issubclass(cls, Callback):
+        keys[key] = cls
