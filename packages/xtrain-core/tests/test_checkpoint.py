@@ -267,3 +267,22 @@ def test_a_failed_background_sync_is_raised_at_the_next_save_and_keeps_the_previ
     monkeypatch.undo()
     assert int(io.load_checkpoint(path)["i"]) == 1
     assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]
+
+
+def test_temporaries_of_killed_saves_are_removed_by_the_next_run(tmp_path: Path) -> None:
+    from xtrain.core.defaults.torch_io import TorchCheckpointIO
+
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    dead = 2**22 + 7  # above Linux's largest pid: no such process
+    names = {"stale": f".last.ckpt.{dead}-0.tmp", "stale_link": f".last.ckpt.{dead}.link",
+             "fresh": f".last.ckpt.{dead}-1.tmp", "alive": ".last.ckpt.1-0.tmp", "other": ".hidden.tmp"}
+    for key, name in names.items():
+        (folder / name).write_bytes(b"partial checkpoint")
+        if key != "fresh":
+            os.utime(folder / name, (time.time() - 3600, time.time() - 3600))
+    io = TorchCheckpointIO()
+    io.save_checkpoint({"w": torch.ones(2)}, folder / "last.ckpt")
+    io.wait()
+    left = sorted(p.name for p in folder.iterdir())
+    assert left == sorted([names["fresh"], names["alive"], names["other"], "last.ckpt"]), left

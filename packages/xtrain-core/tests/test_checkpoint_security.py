@@ -13,6 +13,7 @@ import pickle
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -139,6 +140,50 @@ def _sharded_huge_size(sharded: Path) -> Path:
     return sharded
 
 
+def _sharded_no_chunks(sharded: Path) -> Path:
+    meta = metadata(sharded)
+    key = next(k for k in meta.state_dict_metadata if k.startswith("state_dict."))
+    meta.state_dict_metadata[key].chunks = []  # nothing read: the load would hand back torch.empty's memory
+    (data_dir(sharded) / ".metadata").write_bytes(pickle.dumps(meta))
+    rehash(sharded)
+    return sharded
+
+
+def _sharded_chunk_outside(sharded: Path) -> Path:
+    meta = metadata(sharded)
+    key = next(k for k in meta.state_dict_metadata if k.startswith("state_dict."))
+    chunk = meta.state_dict_metadata[key].chunks[0]
+    chunk.offsets = torch.Size([n + 1 for n in chunk.offsets])
+    (data_dir(sharded) / ".metadata").write_bytes(pickle.dumps(meta))
+    rehash(sharded)
+    return sharded
+
+
+def _sharded_rest_symlink_unchecked(sharded: Path) -> Path:
+    data = data_dir(sharded)
+    outside = sharded.parent / "someone_elses_rest.pt"
+    shutil.move(data / "rest.pt", outside)
+    (data / "rest.pt").symlink_to(outside)
+    content = manifest(sharded)
+    content["xtrain"]["checksums"] = "none"  # as TorchCheckpointIO(checksums=False) writes: nothing verified
+    write_manifest_file(sharded, content)
+    return sharded
+
+
+def _sharded_size_an_int(sharded: Path) -> Path:
+    meta = metadata(sharded)
+    key = next(k for k in meta.state_dict_metadata if k.startswith("state_dict."))
+    meta.state_dict_metadata[key].size = 5
+    (data_dir(sharded) / ".metadata").write_bytes(pickle.dumps(meta))
+    rehash(sharded)
+    return sharded
+
+
+def _sharded_deep_manifest(sharded: Path) -> Path:
+    (sharded / "xtrain.json").write_text("[" * 100000 + "]" * 100000)
+    return sharded
+
+
 def _sharded_manifest_symlink(sharded: Path) -> Path:
     real = sharded.parent / "elsewhere.json"
     shutil.move(sharded / "xtrain.json", real)
@@ -161,7 +206,10 @@ SHARDED: dict[str, Callable[[Path], Path]] = {
     "data dir symlink": _sharded_data_symlink, "data dir ..": _sharded_data_dotdot,
     "shard symlink": _sharded_shard_symlink, "storage path ..": _sharded_storage_dotdot,
     "huge declared size": _sharded_huge_size, "manifest symlink": _sharded_manifest_symlink,
-    "checksum list ..": _sharded_checksum_dotdot,
+    "checksum list ..": _sharded_checksum_dotdot, "tensor without chunks": _sharded_no_chunks,
+    "chunk outside the tensor": _sharded_chunk_outside, "rest.pt symlink, checksums off":
+    _sharded_rest_symlink_unchecked, "tensor size an int": _sharded_size_an_int,
+    "deeply nested manifest": _sharded_deep_manifest,
 }
 
 
@@ -173,6 +221,7 @@ def test_hostile_full_checkpoints_are_refused_unrun(case: str, genuine: tuple[Pa
         with pytest.raises(CheckpointError) as info:
             read_checkpoint(path, verify=verify)
         assert str(path) in str(info.value)
+        assert "will likely succeed" not in str(info.value), "never relay torch's advice to retry unsafely"
     assert not marker.exists(), "the payload ran"
 
 
@@ -223,3 +272,78 @@ def test_a_genuine_sharded_checkpoint_still_loads(genuine: tuple[Path, Path]) ->
         assert torch.equal(tensor, b["state_dict"][key])
     assert b["xtrain"]["checksums"]["algorithm"] == "crc32"
     assert os.path.basename(str(full)) == "last.ckpt"
+
+
+def _checkpointing_trainer(root: Path, epochs: int) -> Any:
+    from xtrain.core import ModelCheckpoint, Trainer
+
+    return Trainer(accelerator="cpu", max_epochs=epochs, logger=False, enable_progress_bar=False,
+                   enable_model_summary=False, default_root_dir=root, limit_train_batches=2,
+                   callbacks=[ModelCheckpoint(dirpath=root / "ckpt", save_top_k=1)])
+
+
+def test_a_checkpoints_ranking_never_makes_the_run_delete_outside_its_directory(tmp_path: Path) -> None:
+    from xtrain.core.defaults.torch_io import save_file
+
+    _checkpointing_trainer(tmp_path / "attacker", 1).fit(TinyClassifier(), tiny_loaders()[0])
+    source = next((tmp_path / "attacker" / "ckpt").glob("epoch=*.ckpt"))
+    checkpoint = torch.load(source, weights_only=True)
+    victim = tmp_path / "home"
+    (victim / "thesis").mkdir(parents=True)
+    (victim / "thesis" / "chapter1.tex").write_text("years of work\n")
+    outside_ckpt = tmp_path / "other_run.ckpt"
+    outside_ckpt.write_bytes(b"another run's checkpoint")
+    key = next(iter(checkpoint["callbacks"]))
+    checkpoint["callbacks"][key]["best_k_models"] = {str(victim): -2.0, str(outside_ckpt): -1.0}
+    checkpoint["loops"]["epoch"] = 0
+    save_file(checkpoint, tmp_path / "downloaded.ckpt")
+    trainer = _checkpointing_trainer(tmp_path / "user", 2)
+    trainer.fit(TinyClassifier(), tiny_loaders()[0], ckpt_path=tmp_path / "downloaded.ckpt")
+    assert (victim / "thesis" / "chapter1.tex").read_text() == "years of work\n"
+    assert outside_ckpt.exists(), "a .ckpt outside this run's checkpoint directory is not this run's to prune"
+    kept = sorted(p.name for p in (tmp_path / "user" / "ckpt").glob("*.ckpt"))
+    assert kept == ["epoch=1-step=6.ckpt"], "its own older checkpoint is still pruned (save_top_k=1)"
+
+
+class _Scheduled(TinyClassifier):
+    def configure_optimizers(self) -> Any:
+        opt = torch.optim.SGD(self.parameters(), lr=0.1)
+        return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.LambdaLR(opt, lambda e: 0.9 ** e)}
+
+
+def _tamper_version(checkpoint: dict[str, Any], elsewhere: Path) -> None:
+    checkpoint["loggers"][0]["version"] = str(elsewhere)
+
+
+def _tamper_rows(checkpoint: dict[str, Any], elsewhere: Path) -> None:
+    checkpoint["loggers"][0]["rows"] = "12"
+
+
+def _tamper_lambdas(checkpoint: dict[str, Any], elsewhere: Path) -> None:
+    checkpoint["lr_schedulers"][0]["lr_lambdas"] = [None, {}]  # the scheduler has one parameter group
+
+
+@pytest.mark.parametrize(("tamper", "message"), [
+    (_tamper_version, "is not a version number or a plain directory name"),
+    (_tamper_rows, "rows '12' is not a number of rows"),
+    (_tamper_lambdas, r"lr_schedulers\[0\] refused its saved state \(IndexError"),
+], ids=["logger-version-is-a-path", "logger-rows-not-an-int", "scheduler-refuses"])
+def test_a_state_the_plan_cannot_see_fails_before_any_weight_is_loaded(
+        tmp_path: Path, tamper: Callable[[dict[str, Any], Path], None], message: str) -> None:
+    from xtrain.core import CSVLogger, Trainer
+    from xtrain.core.defaults.torch_io import save_file
+
+    def trainer(name: str, epochs: int) -> Trainer:
+        return Trainer(accelerator="cpu", max_epochs=epochs, logger=CSVLogger(tmp_path / name), limit_train_batches=2,
+                       enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path / name)
+
+    trainer("a", 1).fit(_Scheduled(), tiny_loaders()[0])
+    checkpoint = torch.load(next((tmp_path / "a").rglob("last.ckpt")), weights_only=True)
+    tamper(checkpoint, tmp_path / "elsewhere")
+    save_file(checkpoint, tmp_path / "bad.ckpt")
+    model = _Scheduled()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(CheckpointError, match=message):
+        trainer("b", 3).fit(model, tiny_loaders()[0], ckpt_path=tmp_path / "bad.ckpt")
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items()), "no weight of the file loaded"
+    assert not (tmp_path / "elsewhere").exists()

@@ -25,11 +25,15 @@ def best_from_last_checkpoint(trainer: Trainer) -> str | None:
             states = read_checkpoint_file(file).get("callbacks", {})
         except CheckpointError:
             continue
-        ordered = sorted(states.items(), key=lambda kv: kv[0] not in keys)
+        if not isinstance(states, dict):
+            continue
+        ordered = sorted(states.items(), key=lambda kv: str(kv[0]) not in keys)
         for key, state in ordered:
-            best = state.get("best_model_path") if key.startswith("ModelCheckpoint") else None
-            if best and Path(best).exists():
-                return str(best)
+            best = state.get("best_model_path") if str(key).startswith("ModelCheckpoint") and \
+                isinstance(state, dict) else None
+            if isinstance(best, str) and best and Path(best).exists() and \
+                    Path(best).resolve().parent == file.resolve().parent:
+                return best
     return None
 
 

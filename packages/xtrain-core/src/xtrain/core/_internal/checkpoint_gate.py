@@ -38,6 +38,15 @@ def read_checkpoint(path: str | Path, *, template: Mapping[str, Any] | None = No
 def inspect_checkpoint(path: str | Path, *, verify: bool = True) -> tuple[dict[str, Any], list[str]]:
     """``(manifest, top-level keys)`` of a checkpoint, after every check a load makes, without reading the tensors
     of a sharded one into memory."""
+    try:
+        return _inspect(path, verify=verify)
+    except CheckpointError:
+        raise
+    except _UNFORESEEN as err:
+        raise _damaged(path, err) from err
+
+
+def _inspect(path: str | Path, *, verify: bool) -> tuple[dict[str, Any], list[str]]:
     from xtrain.core.sharded_checkpoint import REST_FILE, read_manifest
 
     if not Path(path).is_dir():
@@ -56,6 +65,10 @@ def _check_sharded_files(name: str, data: Path, meta: dict[str, Any], *, verify:
         verify_files(data, sums["files"], checkpoint=name)
     metadata = load_metadata(data / ".metadata", checkpoint=name)
     check_metadata(metadata, data, checkpoint=name)
+    rest = data / "rest.pt"
+    if rest.is_symlink() or not rest.is_file():
+        raise CheckpointError(f"checkpoint {name!r}: {str(rest)!r} is a symlink or not a plain file; refused (a "
+                              f"checkpoint's files must lie in its directory). Resume from an earlier checkpoint.")
     return metadata
 
 
@@ -88,12 +101,15 @@ def read_full_file(path: str | Path, *, verify: bool = True, map_location: Any =
     except CheckpointError:
         raise
     except pickle.UnpicklingError as err:
-        reason = next((line.strip() for line in str(err).splitlines() if "Unsupported" in line), str(err)[:300])
         raise CheckpointError(
             f"checkpoint {str(file)!r} holds objects that are not plain tensors or containers, so it was refused "
-            f"unread (weights_only=True) and nothing in it was executed ({reason}). If you wrote it yourself with "
-            f"custom objects, store them as tensors, numbers, strings, lists or dicts instead."
+            f"unread (weights_only=True) and nothing in it was executed ({_refusal(err)}). Do not load a file you did "
+            f"not write with weights_only=False: that runs whatever it holds. If you wrote it yourself with custom "
+            f"objects, store them as tensors, numbers, strings, lists or dicts instead."
         ) from None
+    except OSError as err:
+        raise CheckpointError(f"checkpoint {str(file)!r} cannot be read ({type(err).__name__}: {err}). Check the "
+                              f"file's permissions and the disk.") from None
     except (zipfile.BadZipFile, EOFError) as err:
         raise CheckpointError(f"checkpoint {str(file)!r} is not a checkpoint file, or is truncated or corrupted "
                               f"({type(err).__name__}: {err}). Resume from an earlier checkpoint.") from None
@@ -107,8 +123,40 @@ def read_full_file(path: str | Path, *, verify: bool = True, map_location: Any =
     return loaded
 
 
+def _refusal(err: BaseException) -> str:
+    """torch's reason for a weights_only refusal: the line naming what was blocked, never its advice to retry with
+    weights_only=False (for a hostile file, the one thing not to do)."""
+    lines = [line.strip() for line in str(err).splitlines()]
+    named = [line for line in lines if "unsupported" in line.lower() and "weights_only" not in line]
+    return named[0][:300] if named else "an object outside the tensor and container allowlist"
+
+
+def _damaged(path: str | Path, err: BaseException) -> CheckpointError:
+    """A malformed checkpoint found by an error the checks did not foresee, as the :class:`CheckpointError` it is."""
+    if isinstance(err, OSError):
+        return CheckpointError(f"checkpoint {str(path)!r} cannot be read ({type(err).__name__}: {err}). Check the "
+                               f"permissions of its files and the disk.")
+    return CheckpointError(f"checkpoint {str(path)!r} is malformed ({type(err).__name__}: {str(err)[:200]}); "
+                           f"refused. Resume from an earlier checkpoint.")
+
+
+_UNFORESEEN = (OSError, RecursionError, TypeError, ValueError, KeyError, IndexError, AttributeError)
+
+
 def read_sharded(path: str | Path, *, template: Mapping[str, Any] | None = None,
                  verify: bool = True) -> dict[str, Any]:
+    """Read a sharded checkpoint directory into one checkpoint dict (see :func:`_read_sharded`); any malformation
+    the checks did not name is still a :class:`CheckpointError`."""
+    try:
+        return _read_sharded(path, template=template, verify=verify)
+    except CheckpointError:
+        raise
+    except _UNFORESEEN as err:
+        raise _damaged(path, err) from err
+
+
+def _read_sharded(path: str | Path, *, template: Mapping[str, Any] | None = None,
+                  verify: bool = True) -> dict[str, Any]:
     """Read a sharded checkpoint directory into one checkpoint dict; no process group is needed.
 
     ``template``'s tensors (e.g. ``{"state_dict": <a sharded state dict>}``) say which slices this rank reads:
@@ -142,8 +190,14 @@ def read_sharded(path: str | Path, *, template: Mapping[str, Any] | None = None,
         try:
             load(wanted, storage_reader=_VettedReader(data, metadata), no_dist=True)
         except (Exception, CheckpointException) as err:  # noqa: BLE001 - a missing, truncated or refused shard
+            text = str(err)
+            if "weights_only" in text or "Unpickl" in text:
+                raise CheckpointError(f"checkpoint {name!r}: a shard in {str(data)!r} holds objects that are not "
+                                      f"plain tensors, so it was refused unread (weights_only=True) and nothing in it "
+                                      f"was executed ({_refusal(err)}). Resume from an earlier checkpoint.") from None
+            last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), type(err).__name__)
             raise CheckpointError(f"checkpoint {name!r}: reading the shards in {str(data)!r} failed "
-                                  f"({type(err).__name__}: {str(err)[:300]}). Resume from an earlier "
+                                  f"({type(err).__name__}: {last[:300]}). Resume from an earlier "
                                   f"checkpoint.") from None
     checkpoint: dict[str, Any] = join_tensors(rest, wanted)
     checkpoint["xtrain"] = manifest["xtrain"]

@@ -50,17 +50,16 @@ def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, 
     trainer._hooks.call("on_load_checkpoint", checkpoint)
     plan_restore(trainer, checkpoint, path, fitting=fitting).check()
     strategy = trainer.strategy
-    _apply_with_rollback(path, _user_states(trainer, checkpoint, fitting=fitting))
+    # Small states first, each undone if a later one refuses its state (the plan cannot foresee every object's
+    # load_state_dict); then the weights the plan checked tensor by tensor; the loggers, which touch files, last.
+    _apply_with_rollback(path, [*_user_states(trainer, checkpoint, fitting=fitting),
+                                *_small_states(trainer, checkpoint, fitting=fitting)])
     strategy.load_module_state_dict(checkpoint["state_dict"])
     if not fitting:
         return
     for opt, state in zip(trainer.optimizers, checkpoint["optimizer_states"], strict=True):
         strategy.load_optimizer_state_dict(opt, state)
-    for config, state in zip(trainer.lr_scheduler_configs, checkpoint.get("lr_schedulers", []), strict=False):
-        config.scheduler.load_state_dict(state)
     trainer._schedulers_resumed = bool(trainer.lr_scheduler_configs)
-    strategy.precision.load_state_dict(checkpoint.get("precision", {}))
-    trainer._progress.load_state_dict(checkpoint["loops"])
     for logger, state in zip(trainer.loggers, checkpoint.get("loggers", []), strict=False):
         logger.resume(state, step=trainer._progress.global_step)
     rng = checkpoint.get("rng")
@@ -93,6 +92,10 @@ def plan_restore(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fit
                                   "sampler": (dict, type(None)), "datamodule": dict})
         plan.states("callbacks", checkpoint["callbacks"])
         plan.states("loggers", checkpoint["loggers"])
+        for i, (logger, state) in enumerate(zip(trainer.loggers, checkpoint["loggers"], strict=False)):
+            if isinstance(state, dict):
+                plan.problems.extend(f"loggers[{i}] ({type(logger).__name__}): {problem}"
+                                     for problem in logger.resume_problems(state))
         for name, target, saved in _user_states(trainer, checkpoint, fitting=True):
             plan.like(name, saved, target.state_dict())
         rng, world = checkpoint.get("rng"), checkpoint["xtrain"]["world_size"]
@@ -103,7 +106,7 @@ def plan_restore(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fit
         plan.sampler(checkpoint.get("sampler"))
     hparams = checkpoint.get("hyper_parameters")
     if plan.problems and isinstance(hparams, dict) and hparams:
-        plan.fixes.append(f"it was made with the hyperparameters {hparams!r}: build the model with them "
+        plan.fixes.append(f"it was made with the hyperparameters {_short_repr(hparams)}: build the model with them "
                           f"(MyModule.load_from_checkpoint(path) does).")
     if plan.problems:
         plan.fixes.append("To load only the weights that fit: model.load_state_dict(read_checkpoint(path)"
@@ -121,6 +124,28 @@ def _user_states(trainer: Trainer, checkpoint: dict[str, Any], *, fitting: bool)
                                          for cb in trainer.callbacks if cb.state_key in states]
     if trainer.datamodule is not None and "datamodule" in checkpoint:
         found.append(("the datamodule", trainer.datamodule, checkpoint["datamodule"]))
+    return found
+
+
+def _short_repr(value: Any) -> str:
+    """``repr`` for a message, bounded in depth and length (a file's nested hyperparameters must not recurse)."""
+    import reprlib
+
+    short = reprlib.Repr()
+    short.maxlevel, short.maxdict, short.maxlist, short.maxstring, short.maxother = 3, 20, 10, 80, 80
+    return short.repr(value)
+
+
+def _small_states(trainer: Trainer, checkpoint: dict[str, Any], *, fitting: bool) -> list[tuple[str, Any, Any]]:
+    """``(name, object, state)`` of the schedulers, the precision and the loop counters, when ``fitting``."""
+    if not fitting:
+        return []
+    found: list[tuple[str, Any, Any]] = [
+        (f"lr_schedulers[{i}]", config.scheduler, state)
+        for i, (config, state) in enumerate(zip(trainer.lr_scheduler_configs, checkpoint.get("lr_schedulers", []),
+                                                strict=False))]
+    found.append(("precision", trainer.strategy.precision, checkpoint.get("precision", {})))
+    found.append(("loops", trainer._progress, checkpoint["loops"]))
     return found
 
 

@@ -107,3 +107,26 @@ def check_metadata(metadata: Any, data: Path, *, checkpoint: str) -> None:
             declared = math.prod(shape) * dtype.itemsize
             if declared > total:
                 raise bad(f"the tensor {key!r} declares {declared} bytes, more than the {total} its files hold")
+            covered = _chunk_volume(key, entry, storage, bad)
+            if covered != math.prod(shape):
+                raise bad(f"the chunks of the tensor {key!r} cover {covered} of its {math.prod(shape)} elements "
+                          f"(the rest would be uninitialized memory)")
+
+
+def _chunk_volume(key: str, entry: Any, storage: dict[Any, Any], bad: Any) -> int:
+    """The elements the chunks of ``key`` hold, each checked to lie inside the tensor and to have stored bytes.
+    DCP writes non-overlapping chunks, so the tensor is whole exactly when this equals its element count."""
+    from torch.distributed.checkpoint.metadata import MetadataIndex
+
+    shape = tuple(entry.size)
+    volume = 0
+    for chunk in entry.chunks if isinstance(entry.chunks, list) else [None]:
+        offsets, sizes = getattr(chunk, "offsets", None), getattr(chunk, "sizes", None)
+        if (offsets is None or sizes is None or len(offsets) != len(shape) or len(sizes) != len(shape)
+                or not all(isinstance(n, int) and n >= 0 for n in (*offsets, *sizes))
+                or any(o + n > dim for o, n, dim in zip(offsets, sizes, shape, strict=True))):
+            raise bad(f"a chunk of the tensor {key!r} lies outside its shape {list(shape)}")
+        if MetadataIndex(key, offsets) not in storage:
+            raise bad(f"the chunk at {list(offsets)} of the tensor {key!r} has no stored bytes")
+        volume += math.prod(sizes)
+    return volume

@@ -227,8 +227,16 @@ class ModelCheckpoint(Callback):
         doomed = self._prune(keep[0]) if keep else []
         self._write(trainer, keep)
         for old in doomed:
-            if old != self.last_model_path:
+            if old != self.last_model_path and self._owns(old, dirpath):
                 trainer.strategy.remove_checkpoint(old)
+
+    def _owns(self, path: str, dirpath: Path) -> bool:
+        """Whether pruning may delete ``path``: a ``*.ckpt`` directly in this run's checkpoint directory. The ranking
+        comes back from a checkpoint file on resume, and a file must never make the run delete anything else (a
+        hostile ``best_k_models`` naming ``/home``; an earlier run's directory after ``dirpath`` changed)."""
+        candidate = Path(path)
+        return (candidate.name.endswith(self.FILE_EXTENSION) and not candidate.is_symlink()
+                and candidate.parent.resolve() == dirpath.resolve())
 
     def _worst(self) -> tuple[str, float]:
         pick = max if self.mode == "min" else min

@@ -6,7 +6,9 @@ import atexit
 import errno
 import itertools
 import os
+import re
 import shutil
+import time
 import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -21,11 +23,13 @@ from xtrain.core._internal.progress_signal import ProgressFile
 from xtrain.core.checkpoint_io import CheckpointIO, PathLike
 from xtrain.core.errors import CheckpointError
 
-__all__ = ["TorchCheckpointIO", "atomic_write", "checkpoint_bytes", "disk_full", "out_of_room", "read_checkpoint_file", "save_file", "torch_crc32"]
+__all__ = ["TorchCheckpointIO", "atomic_write", "checkpoint_bytes", "disk_full", "out_of_room", "read_checkpoint_file",
+           "remove_stale_temporaries", "save_file", "torch_crc32"]
 
 _NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 _COALESCE = 1 << 20  # torch.save's writes below this size reach the file (and the CRC) in one piece
 _TEMPORARIES = itertools.count()
+_TEMPORARY = re.compile(r"\..+\.(\d+)(?:-\d+\.tmp|\.link)")
 _UNFINISHED: weakref.WeakSet[TorchCheckpointIO] = weakref.WeakSet()
 
 
@@ -67,6 +71,39 @@ def write_temporary(path: PathLike, write: Any, *, needed: Callable[[], int] | N
         _discard(tmp_name, target, err, needed)
         raise
     return tmp_name
+
+
+def remove_stale_temporaries(folder: Path, *, older_than: float = 60.0) -> list[str]:
+    """Remove the temporary files of saves that were killed (``.<name>.<pid>-<n>.tmp``, ``.<name>.<pid>.link``):
+    their process is gone from this host and they are over ``older_than`` seconds old. Each is as large as a
+    checkpoint and nothing else would ever remove them. Returns the names removed."""
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    now = time.time()
+    for entry in entries:
+        match = _TEMPORARY.fullmatch(entry.name)
+        if match is None or int(match.group(1)) == os.getpid() or _alive(int(match.group(1))):
+            continue
+        try:
+            if entry.is_file(follow_symlinks=False) and now - entry.stat(follow_symlinks=False).st_mtime > older_than:
+                os.unlink(entry.path)
+                removed.append(entry.name)
+        except OSError:
+            continue
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True
+    return True
 
 
 def _create_temporary(target: Path) -> tuple[int, str]:
@@ -209,11 +246,16 @@ class TorchCheckpointIO(CheckpointIO):
     def __init__(self, *, checksums: bool = True) -> None:
         self.checksums = checksums
         self._finisher = BackgroundWriter("xtrain-checkpoint-sync")
+        self._swept: set[Path] = set()
         _UNFINISHED.add(self)
 
     @override
     def save_checkpoint(self, checkpoint: dict[str, Any], path: PathLike) -> None:
         self.wait()  # one save in flight at most; a failure of the previous one is raised here
+        folder = Path(path).parent
+        if folder not in self._swept:
+            self._swept.add(folder)
+            remove_stale_temporaries(folder)
         save_file(checkpoint, path, checksums=self.checksums, finish=self._finisher)
 
     @override

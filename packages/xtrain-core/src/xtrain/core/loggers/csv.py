@@ -95,6 +95,12 @@ class CSVLogger(Logger):
         return {**self.__dict__, "_file": None, "_writer": None}
 
     @override
+    def resume_problems(self, state: dict[str, Any]) -> list[str]:
+        rows = state.get("rows", 0)
+        bad = [] if type(rows) is int and rows >= 0 else [f"rows {rows!r} is not a number of rows"]
+        return super().resume_problems(state) + bad
+
+    @override
     def resume(self, state: dict[str, Any], *, step: int) -> None:
         """Keep exactly the rows written before the checkpoint (steps can repeat, e.g. epoch-end metrics)."""
         super().resume(state, step=step)

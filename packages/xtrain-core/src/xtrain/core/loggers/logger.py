@@ -10,6 +10,8 @@ from typing import Any
 
 __all__ = ["Logger", "next_version"]
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9._-]+")
+
 
 def next_version(root: Path) -> int:
     """The next free ``version_N`` number under ``root``."""
@@ -88,6 +90,17 @@ class Logger(ABC):
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint needs to continue this run's logs."""
         return {"version": self.version, "name": self._name}
+
+    def resume_problems(self, state: dict[str, Any]) -> list[str]:
+        """What in ``state`` (read from a checkpoint file) :meth:`resume` cannot take, checked before anything of the
+        checkpoint is loaded; an override extends the list. The version becomes a directory name, so it must be one
+        plain name: a file must not make the run write outside ``save_dir/name``."""
+        version = state.get("version")
+        if version is None or (type(version) is int and version >= 0):
+            return []
+        if isinstance(version, str) and _PLAIN_NAME.fullmatch(version) and version not in (".", ".."):
+            return []
+        return [f"version {version!r} is not a version number or a plain directory name"]
 
     def resume(self, state: dict[str, Any], *, step: int) -> None:
         """Continue the run recorded in ``state``, dropping anything logged after the checkpoint was taken.
