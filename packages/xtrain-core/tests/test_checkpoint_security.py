@@ -319,6 +319,10 @@ def _tamper_rows(checkpoint: dict[str, Any], elsewhere: Path) -> None:
     checkpoint["loggers"][0]["rows"] = "12"
 
 
+def _tamper_loggers_none(checkpoint: dict[str, Any], elsewhere: Path) -> None:
+    checkpoint["loggers"] = None
+
+
 def _tamper_lambdas(checkpoint: dict[str, Any], elsewhere: Path) -> None:
     checkpoint["lr_schedulers"][0]["lr_lambdas"] = [None, {}]  # the scheduler has one parameter group
 
@@ -327,7 +331,8 @@ def _tamper_lambdas(checkpoint: dict[str, Any], elsewhere: Path) -> None:
     (_tamper_version, "is not a version number or a plain directory name"),
     (_tamper_rows, "rows '12' is not a number of rows"),
     (_tamper_lambdas, r"lr_schedulers\[0\] refused its saved state \(IndexError"),
-], ids=["logger-version-is-a-path", "logger-rows-not-an-int", "scheduler-refuses"])
+    (_tamper_loggers_none, "loggers: not a collection of state dicts"),
+], ids=["logger-version-is-a-path", "logger-rows-not-an-int", "scheduler-refuses", "loggers-none"])
 def test_a_state_the_plan_cannot_see_fails_before_any_weight_is_loaded(
         tmp_path: Path, tamper: Callable[[dict[str, Any], Path], None], message: str) -> None:
     from xtrain.core import CSVLogger, Trainer

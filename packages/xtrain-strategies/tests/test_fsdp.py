@@ -150,6 +150,15 @@ def test_cpu_offload_activation_checkpointing_and_bf16_mixed_train_like_ddp(tmp_
     assert fsdp[0]["losses"][-1] < fsdp[0]["losses"][0]
 
 
+def test_validation_with_the_sanity_check_then_training(tmp_path: Path) -> None:
+    """Evaluation runs under no_grad, not inference_mode: FSDP2 keeps the parameters it gathered for the next
+    forward, and backward refuses inference tensors (found by an outside trial: the first step after the sanity
+    check failed)."""
+    records = train(tmp_path, strategy="fsdp", epochs=2, validate=True)
+    assert len(records) == 2 and len(records[0]["losses"]) == 8
+    assert FSDPStrategy.supports_inference_mode is False
+
+
 def test_16_mixed_skips_an_overflowing_step_on_every_rank(tmp_path: Path) -> None:
     """An inf in one rank's gradient shard makes every rank skip the step and lower the scale together."""
     records = train(tmp_path, strategy="fsdp", precision="16-mixed", epochs=1, inf_on_rank=1)

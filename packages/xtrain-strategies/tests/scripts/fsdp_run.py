@@ -6,7 +6,8 @@ Settings: ``out`` (records directory), ``accelerator`` (default cpu), ``strategy
 class names for the module selectors), ``devices``, ``precision``, ``epochs``, ``batch_size`` (per rank),
 ``samples``, ``clip``, ``accumulate``, ``ckpt_path`` (resume), ``checkpoint`` (ModelCheckpoint keyword arguments),
 ``save`` (a path for ``trainer.save_checkpoint`` after fit), ``manual`` (manual optimization), ``inf_on_rank``
-(a rank whose gradient gets an inf at step 1, for 16-mixed).
+(a rank whose gradient gets an inf at step 1, for 16-mixed), ``validate`` (a validation loader and the default
+sanity check).
 
 The data is not shuffled, so one global batch is the same samples at any world size (per-rank batch x world):
 losses and weights of runs at different world sizes can be compared step by step. Each rank writes
@@ -50,6 +51,10 @@ class Model(TrainModule):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)  # type: ignore[no-any-return]
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        x, y = batch
+        self.log("val_loss", torch.nn.functional.cross_entropy(self.net(x).float(), y), sync_dist=True)
 
     def training_step(self, batch: Any, batch_idx: int) -> Any:
         x, y = batch
@@ -112,10 +117,11 @@ def main(settings: dict[str, Any]) -> None:
                       precision=settings.get("precision"), max_epochs=settings.get("epochs", 2), logger=False,
                       enable_progress_bar=False, enable_model_summary=False,
                       enable_checkpointing=bool(settings.get("checkpoint")), default_root_dir=str(out),
-                      num_sanity_val_steps=0, callbacks=callbacks, gradient_clip_val=settings.get("clip"),
+                      num_sanity_val_steps=2 if settings.get("validate") else 0, callbacks=callbacks, gradient_clip_val=settings.get("clip"),
                       accumulate_grad_batches=settings.get("accumulate", 1))
     model = Model(settings)
-    trainer.fit(model, loader, ckpt_path=settings.get("ckpt_path"))
+    val = DataLoader(tiny_dataset(16), batch_size=8) if settings.get("validate") else None
+    trainer.fit(model, loader, val, ckpt_path=settings.get("ckpt_path"))
     if settings.get("save"):
         trainer.save_checkpoint(settings["save"])
 

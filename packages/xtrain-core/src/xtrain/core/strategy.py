@@ -50,6 +50,9 @@ class Strategy(ABC):
             :meth:`set_gradient_accumulation`.
         resumes_exactly: Whether a run resumed from a mid-epoch checkpoint continues bitwise like the uninterrupted
             one (``False`` where ranks hold different model replicas or results depend on timing).
+        supports_inference_mode: Whether evaluation may run under ``torch.inference_mode`` (``False`` where the
+            strategy keeps tensors made during evaluation for training, as FSDP2's unsharded parameters: autograd
+            refuses inference tensors); evaluation then uses ``torch.no_grad``.
         hang_timeout: Seconds without progress before a multi-process run counts as hung (``None``: never); set by
             the Trainer and the Engine through :meth:`set_hang_timeout`.
     """
@@ -62,6 +65,7 @@ class Strategy(ABC):
     checkpoint_layout: Literal["full", "sharded"] = "full"
     handles_gradient_accumulation: ClassVar[bool] = False
     resumes_exactly: ClassVar[bool] = True
+    supports_inference_mode: ClassVar[bool] = True
     hang_timeout: float | None = None
 
     def __init__(self, *, accelerator: Accelerator | None = None, precision: Precision | None = None,

@@ -68,6 +68,9 @@ class FSDPStrategy(ParallelStrategy):
     # tested for in xtrain; refusing it up front beats an untested path.
     supported_precisions: ClassVar[frozenset[str] | None] = frozenset(
         {"32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true"})
+    # FSDP2 keeps the parameters it gathers in evaluation for the next forward: made under inference_mode, the first
+    # training step's backward refuses them ("Inference tensors cannot be saved for backward").
+    supports_inference_mode: ClassVar[bool] = False
 
     def __init__(self, *, auto_wrap_policy: ModuleSelector | None = None, min_num_params: int | None = None,
                  reshard_after_forward: bool | int | None = None, cpu_offload: bool = False,

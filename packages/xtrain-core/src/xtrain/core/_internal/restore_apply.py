@@ -92,7 +92,8 @@ def plan_restore(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fit
                                   "sampler": (dict, type(None)), "datamodule": dict})
         plan.states("callbacks", checkpoint["callbacks"])
         plan.states("loggers", checkpoint["loggers"])
-        for i, (logger, state) in enumerate(zip(trainer.loggers, checkpoint["loggers"], strict=False)):
+        saved_loggers = checkpoint["loggers"] if isinstance(checkpoint["loggers"], list) else []
+        for i, (logger, state) in enumerate(zip(trainer.loggers, saved_loggers, strict=False)):
             if isinstance(state, dict):
                 plan.problems.extend(f"loggers[{i}] ({type(logger).__name__}): {problem}"
                                      for problem in logger.resume_problems(state))

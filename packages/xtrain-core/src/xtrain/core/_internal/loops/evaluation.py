@@ -29,7 +29,8 @@ def prepare_batch(strategy: Strategy, batch: Any) -> Any:
 
 
 def _no_grad(trainer: Trainer) -> AbstractContextManager[Any]:
-    if trainer.inference_mode and trainer.strategy.accelerator.supports_inference_mode:
+    strategy = trainer.strategy
+    if trainer.inference_mode and strategy.accelerator.supports_inference_mode and strategy.supports_inference_mode:
         return torch.inference_mode()
     return torch.no_grad()
 
