@@ -91,8 +91,7 @@ def _sharded_distcp_payload(sharded: Path) -> Path:
     shard.write_bytes(blob.getvalue())
     for info in meta.storage_data.values():
         info.offset, info.length = 0, len(blob.getvalue())
-    (data_dir(sharded) / ".metadata").write_bytes(pickle.dumps(meta))
-    rehash(sharded)
+    _write_metadata(sharded, meta)
     return sharded
 
 
@@ -126,37 +125,43 @@ def _sharded_storage_dotdot(sharded: Path) -> Path:
     shutil.copy(shard, sharded.parent / "evil.distcp")
     for info in meta.storage_data.values():
         info.relative_path = "../../evil.distcp"
+    _write_metadata(sharded, meta)
+    return sharded
+
+
+def _write_metadata(sharded: Path, meta: Any) -> None:
+    """Write DCP metadata back into ``sharded`` and re-seal its checksums, so only the edit is wrong."""
     (data_dir(sharded) / ".metadata").write_bytes(pickle.dumps(meta))
     rehash(sharded)
+
+
+def _edit_first_weight(sharded: Path, edit: Callable[[Any], None]) -> Path:
+    """Apply ``edit`` to the metadata entry of the checkpoint's first weight, then write the metadata back."""
+    meta = metadata(sharded)
+    edit(meta.state_dict_metadata[next(k for k in meta.state_dict_metadata if k.startswith("state_dict."))])
+    _write_metadata(sharded, meta)
     return sharded
 
 
 def _sharded_huge_size(sharded: Path) -> Path:
-    meta = metadata(sharded)
-    key = next(k for k in meta.state_dict_metadata if k.startswith("state_dict."))
-    meta.state_dict_metadata[key].size = torch.Size([2**40, 2**10])
-    (data_dir(sharded) / ".metadata").write_bytes(pickle.dumps(meta))
-    rehash(sharded)
-    return sharded
+    def edit(entry: Any) -> None:
+        entry.size = torch.Size([2**40, 2**10])
+
+    return _edit_first_weight(sharded, edit)
 
 
 def _sharded_no_chunks(sharded: Path) -> Path:
-    meta = metadata(sharded)
-    key = next(k for k in meta.state_dict_metadata if k.startswith("state_dict."))
-    meta.state_dict_metadata[key].chunks = []  # nothing read: the load would hand back torch.empty's memory
-    (data_dir(sharded) / ".metadata").write_bytes(pickle.dumps(meta))
-    rehash(sharded)
-    return sharded
+    def edit(entry: Any) -> None:
+        entry.chunks = []  # nothing read: the load would hand back torch.empty's memory
+
+    return _edit_first_weight(sharded, edit)
 
 
 def _sharded_chunk_outside(sharded: Path) -> Path:
-    meta = metadata(sharded)
-    key = next(k for k in meta.state_dict_metadata if k.startswith("state_dict."))
-    chunk = meta.state_dict_metadata[key].chunks[0]
-    chunk.offsets = torch.Size([n + 1 for n in chunk.offsets])
-    (data_dir(sharded) / ".metadata").write_bytes(pickle.dumps(meta))
-    rehash(sharded)
-    return sharded
+    def edit(entry: Any) -> None:
+        entry.chunks[0].offsets = torch.Size([n + 1 for n in entry.chunks[0].offsets])
+
+    return _edit_first_weight(sharded, edit)
 
 
 def _sharded_rest_symlink_unchecked(sharded: Path) -> Path:
@@ -171,12 +176,10 @@ def _sharded_rest_symlink_unchecked(sharded: Path) -> Path:
 
 
 def _sharded_size_an_int(sharded: Path) -> Path:
-    meta = metadata(sharded)
-    key = next(k for k in meta.state_dict_metadata if k.startswith("state_dict."))
-    meta.state_dict_metadata[key].size = 5
-    (data_dir(sharded) / ".metadata").write_bytes(pickle.dumps(meta))
-    rehash(sharded)
-    return sharded
+    def edit(entry: Any) -> None:
+        entry.size = 5
+
+    return _edit_first_weight(sharded, edit)
 
 
 def _sharded_deep_manifest(sharded: Path) -> Path:

@@ -13,7 +13,8 @@ import functools
 import pickle
 import warnings
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,24 +39,16 @@ def read_checkpoint(path: str | Path, *, template: Mapping[str, Any] | None = No
 def inspect_checkpoint(path: str | Path, *, verify: bool = True) -> tuple[dict[str, Any], list[str]]:
     """``(manifest, top-level keys)`` of a checkpoint, after every check a load makes, without reading the tensors
     of a sharded one into memory."""
-    try:
-        return _inspect(path, verify=verify)
-    except CheckpointError:
-        raise
-    except _UNFORESEEN as err:
-        raise _damaged(path, err) from err
-
-
-def _inspect(path: str | Path, *, verify: bool) -> tuple[dict[str, Any], list[str]]:
     from xtrain.core.sharded_checkpoint import REST_FILE, read_manifest
 
     if not Path(path).is_dir():
         checkpoint = read_full_file(path, verify=verify, map_location="meta")
         return checkpoint.get("xtrain", {}), sorted(checkpoint)
-    manifest = read_manifest(path)
-    data = Path(path) / manifest["data"]
-    _check_sharded_files(str(path), data, manifest["xtrain"], verify=verify)
-    return manifest["xtrain"], sorted([*read_full_file(data / REST_FILE, verify=verify), "xtrain"])
+    with _malformed_is_refused(path):
+        manifest = read_manifest(path)
+        data = Path(path) / manifest["data"]
+        _check_sharded_files(str(path), data, manifest["xtrain"], verify=verify)
+        return manifest["xtrain"], sorted([*read_full_file(data / REST_FILE, verify=verify), "xtrain"])
 
 
 def _check_sharded_files(name: str, data: Path, meta: dict[str, Any], *, verify: bool) -> Any:
@@ -63,9 +56,11 @@ def _check_sharded_files(name: str, data: Path, meta: dict[str, Any], *, verify:
     sums = meta.get("checksums")
     if verify and isinstance(sums, dict):
         verify_files(data, sums["files"], checkpoint=name)
+    from xtrain.core.sharded_checkpoint import REST_FILE
+
     metadata = load_metadata(data / ".metadata", checkpoint=name)
     check_metadata(metadata, data, checkpoint=name)
-    rest = data / "rest.pt"
+    rest = data / REST_FILE
     if rest.is_symlink() or not rest.is_file():
         raise CheckpointError(f"checkpoint {name!r}: {str(rest)!r} is a symlink or not a plain file; refused (a "
                               f"checkpoint's files must lie in its directory). Resume from an earlier checkpoint.")
@@ -108,8 +103,7 @@ def read_full_file(path: str | Path, *, verify: bool = True, map_location: Any =
             f"objects, store them as tensors, numbers, strings, lists or dicts instead."
         ) from None
     except OSError as err:
-        raise CheckpointError(f"checkpoint {str(file)!r} cannot be read ({type(err).__name__}: {err}). Check the "
-                              f"file's permissions and the disk.") from None
+        raise _damaged(file, err) from None
     except (zipfile.BadZipFile, EOFError) as err:
         raise CheckpointError(f"checkpoint {str(file)!r} is not a checkpoint file, or is truncated or corrupted "
                               f"({type(err).__name__}: {err}). Resume from an earlier checkpoint.") from None
@@ -140,24 +134,22 @@ def _damaged(path: str | Path, err: BaseException) -> CheckpointError:
                            f"refused. Resume from an earlier checkpoint.")
 
 
-_UNFORESEEN = (OSError, RecursionError, TypeError, ValueError, KeyError, IndexError, AttributeError)
+@contextmanager
+def _malformed_is_refused(path: str | Path) -> Iterator[None]:
+    """Turn an error the sharded checks did not foresee (a field of the wrong type, deeply nested JSON, an unreadable
+    file) into the :class:`CheckpointError` it is, so callers such as ``ckpt_path="auto"`` can skip the file."""
+    try:
+        yield
+    except CheckpointError:
+        raise
+    except (OSError, RecursionError, TypeError, ValueError, KeyError, IndexError, AttributeError) as err:
+        raise _damaged(path, err) from err
 
 
 def read_sharded(path: str | Path, *, template: Mapping[str, Any] | None = None,
                  verify: bool = True) -> dict[str, Any]:
-    """Read a sharded checkpoint directory into one checkpoint dict (see :func:`_read_sharded`); any malformation
-    the checks did not name is still a :class:`CheckpointError`."""
-    try:
-        return _read_sharded(path, template=template, verify=verify)
-    except CheckpointError:
-        raise
-    except _UNFORESEEN as err:
-        raise _damaged(path, err) from err
-
-
-def _read_sharded(path: str | Path, *, template: Mapping[str, Any] | None = None,
-                  verify: bool = True) -> dict[str, Any]:
-    """Read a sharded checkpoint directory into one checkpoint dict; no process group is needed.
+    """Read a sharded checkpoint directory into one checkpoint dict; no process group is needed; any malformation
+    the checks did not name is still a :class:`CheckpointError`.
 
     ``template``'s tensors (e.g. ``{"state_dict": <a sharded state dict>}``) say which slices this rank reads:
     each of the same shape is read into (the caller passes fresh tensors, never live ones). Others are read whole.
@@ -169,39 +161,41 @@ def _read_sharded(path: str | Path, *, template: Mapping[str, Any] | None = None
     from xtrain.core.sharded_checkpoint import REST_FILE, join_tensors, markers, read_manifest, split_tensors
 
     name = str(path)
-    manifest = read_manifest(path)
-    data = Path(path) / manifest["data"]
-    metadata = _check_sharded_files(name, data, manifest["xtrain"], verify=verify)
-    rest = read_full_file(data / REST_FILE, verify=verify)
-    stored = metadata.state_dict_metadata
-    targets = split_tensors(template)[0] if template is not None else {}
-    wanted: dict[str, torch.Tensor] = {}
-    for key in markers(rest):
-        info = stored.get(key)
-        if not isinstance(info, TensorStorageMetadata):
-            raise CheckpointError(f"checkpoint {name!r} lists the tensor {key!r} but holds no data for it.")
-        target = targets.get(key)
-        if target is not None and tuple(target.shape) == tuple(info.size) and target.dtype == info.properties.dtype:
-            wanted[key] = target
-        else:
-            wanted[key] = torch.empty(info.size, dtype=info.properties.dtype)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
-        try:
-            load(wanted, storage_reader=_VettedReader(data, metadata), no_dist=True)
-        except (Exception, CheckpointException) as err:  # noqa: BLE001 - a missing, truncated or refused shard
-            text = str(err)
-            if "weights_only" in text or "Unpickl" in text:
-                raise CheckpointError(f"checkpoint {name!r}: a shard in {str(data)!r} holds objects that are not "
-                                      f"plain tensors, so it was refused unread (weights_only=True) and nothing in it "
-                                      f"was executed ({_refusal(err)}). Resume from an earlier checkpoint.") from None
-            last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), type(err).__name__)
-            raise CheckpointError(f"checkpoint {name!r}: reading the shards in {str(data)!r} failed "
-                                  f"({type(err).__name__}: {last[:300]}). Resume from an earlier "
-                                  f"checkpoint.") from None
-    checkpoint: dict[str, Any] = join_tensors(rest, wanted)
-    checkpoint["xtrain"] = manifest["xtrain"]
-    return checkpoint
+    with _malformed_is_refused(path):
+        manifest = read_manifest(path)
+        data = Path(path) / manifest["data"]
+        metadata = _check_sharded_files(name, data, manifest["xtrain"], verify=verify)
+        rest = read_full_file(data / REST_FILE, verify=verify)
+        stored = metadata.state_dict_metadata
+        targets = split_tensors(template)[0] if template is not None else {}
+        wanted: dict[str, torch.Tensor] = {}
+        for key in markers(rest):
+            info = stored.get(key)
+            if not isinstance(info, TensorStorageMetadata):
+                raise CheckpointError(f"checkpoint {name!r} lists the tensor {key!r} but holds no data for it.")
+            target = targets.get(key)
+            if target is not None and tuple(target.shape) == tuple(info.size) and target.dtype == info.properties.dtype:
+                wanted[key] = target
+            else:
+                wanted[key] = torch.empty(info.size, dtype=info.properties.dtype)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
+            try:
+                load(wanted, storage_reader=_VettedReader(data, metadata), no_dist=True)
+            except (Exception, CheckpointException) as err:  # noqa: BLE001 - a missing, truncated or refused shard
+                text = str(err)
+                if "weights_only" in text or "Unpickl" in text:
+                    raise CheckpointError(f"checkpoint {name!r}: a shard in {str(data)!r} holds objects that are "
+                                          f"not plain tensors, so it was refused unread (weights_only=True) and "
+                                          f"nothing in it was executed ({_refusal(err)}). Resume from an earlier "
+                                          f"checkpoint.") from None
+                last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), type(err).__name__)
+                raise CheckpointError(f"checkpoint {name!r}: reading the shards in {str(data)!r} failed "
+                                      f"({type(err).__name__}: {last[:300]}). Resume from an earlier "
+                                      f"checkpoint.") from None
+        checkpoint: dict[str, Any] = join_tensors(rest, wanted)
+        checkpoint["xtrain"] = manifest["xtrain"]
+        return checkpoint
 
 
 @functools.cache

@@ -97,12 +97,13 @@ def remove_stale_temporaries(folder: Path, *, older_than: float = 60.0) -> list[
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` may be a live process here (only "no such process" says it is not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except (PermissionError, OverflowError, ValueError):
-        return True
+        pass
     return True
 
 
