@@ -419,6 +419,49 @@ def test_small_writes_are_gathered_and_every_byte_is_hashed_once() -> None:
     assert Counting.writes <= 2 * len(large) + small // (64 << 10) + 1 < len(chunks) // 2
 
 
+def test_full_and_sharded_files_get_the_mode_open_gives(tmp_path: Path) -> None:
+    """0o666 less the umask, as torch.save's files (mkstemp's 0o600 hid a team's checkpoints from each other)."""
+    import os
+    import stat
+
+    from checkpoint_helpers import to_sharded
+    from xtrain.core.defaults.torch_io import save_file
+
+    umask = os.umask(0o027)
+    try:
+        save_file({"w": torch.randn(2)}, tmp_path / "full.ckpt")
+        to_sharded(tmp_path / "full.ckpt", tmp_path / "sharded")
+    finally:
+        os.umask(umask)
+    files = [tmp_path / "full.ckpt", *(p for p in (tmp_path / "sharded").rglob("*") if p.is_file())]
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in files}
+    assert len(modes) >= 4 and set(modes.values()) == {0o640}, modes
+
+
+def test_damage_to_the_seal_fails_verification_instead_of_turning_it_off(tmp_path: Path) -> None:
+    """Every byte of the end record's comment length and of the seal, flipped or cut off, is refused."""
+    from xtrain.core._internal.integrity import verify_zip
+    from xtrain.core.defaults.torch_io import save_file
+
+    path = tmp_path / "state.ckpt"
+    save_file({"w": torch.randn(8, 3)}, path)
+    raw = path.read_bytes()
+    damaged = tmp_path / "damaged.ckpt"
+    for i in range(len(raw) - 23, len(raw)):
+        for flip in (0x01, 0x80):
+            damaged.write_bytes(raw[:i] + bytes([raw[i] ^ flip]) + raw[i + 1:])
+            with pytest.raises(CheckpointError, match=r"damaged|torn|does not match"):
+                verify_zip(damaged)
+    for cut in range(1, 24):
+        damaged.write_bytes(raw[:-cut])
+        with pytest.raises(CheckpointError, match="torn"):
+            verify_zip(damaged)
+    plain = tmp_path / "plain.pt"
+    for legacy in (False, True):  # torch's own files, zip and pre-zip, still pass
+        torch.save({"w": torch.randn(8, 3)}, plain, _use_new_zipfile_serialization=not legacy)
+        verify_zip(plain)
+
+
 def test_a_saved_file_is_sealed_with_the_crc_of_its_bytes_and_leaves_no_temporary(tmp_path: Path) -> None:
     from xtrain.core._internal.integrity import crc32, verify_zip
     from xtrain.core.defaults.torch_io import save_file

@@ -326,6 +326,14 @@ def _tamper_loggers_none(checkpoint: dict[str, Any], elsewhere: Path) -> None:
     checkpoint["loggers"] = None
 
 
+def _tamper_seed(checkpoint: dict[str, Any], elsewhere: Path) -> None:
+    checkpoint["sampler"]["epoch_seed"] = 2**70  # passed as an int, crashed torch.Generator at the first batch
+
+
+def _tamper_step(checkpoint: dict[str, Any], elsewhere: Path) -> None:
+    checkpoint["loops"]["global_step"] = 2**70
+
+
 def _tamper_lambdas(checkpoint: dict[str, Any], elsewhere: Path) -> None:
     checkpoint["lr_schedulers"][0]["lr_lambdas"] = [None, {}]  # the scheduler has one parameter group
 
@@ -335,7 +343,10 @@ def _tamper_lambdas(checkpoint: dict[str, Any], elsewhere: Path) -> None:
     (_tamper_rows, "rows '12' is not a number of rows"),
     (_tamper_lambdas, r"lr_schedulers\[0\] refused its saved state \(IndexError"),
     (_tamper_loggers_none, "loggers: not a collection of state dicts"),
-], ids=["logger-version-is-a-path", "logger-rows-not-an-int", "scheduler-refuses", "loggers-none"])
+    (_tamper_seed, r"sampler: .* with both in \[0, 2\*\*63\)"),
+    (_tamper_step, "loops: counters global_step negative or beyond 64 bits"),
+], ids=["logger-version-is-a-path", "logger-rows-not-an-int", "scheduler-refuses", "loggers-none", "seed-too-large",
+        "step-too-large"])
 def test_a_state_the_plan_cannot_see_fails_before_any_weight_is_loaded(
         tmp_path: Path, tamper: Callable[[dict[str, Any], Path], None], message: str) -> None:
     from xtrain.core import CSVLogger, Trainer

@@ -94,3 +94,76 @@ def test_engine_arguments_share_the_trainers_errors() -> None:
         with pytest.raises(ConfigError) as trainer_error:
             Trainer(**kwargs)
         assert str(engine_error.value) == str(trainer_error.value)
+
+
+def _engine_with_scheduler() -> tuple[Engine, Any, Any, Any]:
+    engine = Engine(accelerator="cpu", devices=1)
+    model = engine.setup(torch.nn.Linear(4, 2))
+    optimizer = engine.setup_optimizers(torch.optim.SGD(model.parameters(), lr=1.0))
+    return engine, model, optimizer, torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
+
+
+def test_engine_load_restores_a_scheduler_in_place(tmp_path: Path) -> None:
+    """A scheduler is loaded through its load_state_dict, as Fabric does, not replaced by the saved dict."""
+    engine, model, optimizer, scheduler = _engine_with_scheduler()
+    for _ in range(3):
+        optimizer.step()
+        scheduler.step()
+    engine.save(tmp_path / "e.ckpt", {"model": model, "optimizer": optimizer, "scheduler": scheduler})
+    saved_lr = scheduler.get_last_lr()
+    for _ in range(2):
+        scheduler.step()
+    state = {"model": model, "optimizer": optimizer, "scheduler": scheduler}
+    engine.load(tmp_path / "e.ckpt", state)
+    assert state["scheduler"] is scheduler
+    assert scheduler.last_epoch == 3 and scheduler.get_last_lr() == saved_lr
+
+
+def test_engine_load_refused_state_loads_nothing(tmp_path: Path) -> None:
+    engine, model, _, scheduler = _engine_with_scheduler()
+    engine.save(tmp_path / "e.ckpt", {"model": model, "scheduler": scheduler})
+    checkpoint = torch.load(tmp_path / "e.ckpt", weights_only=True)
+    del checkpoint["scheduler"]["last_epoch"]
+    torch.save(checkpoint, tmp_path / "bad.ckpt")
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)
+    edited = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(Exception, match="scheduler: missing last_epoch") as refused:
+        engine.load(tmp_path / "bad.ckpt", {"model": model, "scheduler": scheduler})
+    assert type(refused.value).__name__ == "CheckpointError"
+    assert all(torch.equal(v, edited[k]) for k, v in model.state_dict().items())
+    assert not all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.seen = 0
+
+    def state_dict(self) -> dict[str, int]:
+        return {"seen": self.seen}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        if state["seen"] < 0:
+            raise ValueError("seen must not be negative")
+        self.seen = state["seen"]
+
+
+def test_engine_load_undoes_loaded_states_when_one_refuses(tmp_path: Path) -> None:
+    """A state the plan cannot judge (user code refuses it) undoes the states loaded before it."""
+    engine, _, optimizer, scheduler = _engine_with_scheduler()
+    counter = _Counter()
+    engine.save(tmp_path / "e.ckpt", {"scheduler": scheduler, "counter": counter})
+    checkpoint = torch.load(tmp_path / "e.ckpt", weights_only=True)
+    checkpoint["counter"]["seen"] = -1
+    torch.save(checkpoint, tmp_path / "bad.ckpt")
+    optimizer.step()
+    scheduler.step()
+    with pytest.raises(Exception, match=r"counter refused its saved state \(ValueError: seen must not be negative"):
+        engine.load(tmp_path / "bad.ckpt", {"scheduler": scheduler, "counter": counter})
+    assert scheduler.last_epoch == 1 and counter.seen == 0
+    checkpoint["counter"]["seen"] = 7
+    torch.save(checkpoint, tmp_path / "good.ckpt")
+    engine.load(tmp_path / "good.ckpt", {"scheduler": scheduler, "counter": counter})
+    assert scheduler.last_epoch == 0 and counter.seen == 7

@@ -373,6 +373,11 @@ class Engine:
         checkpoint = self._strategy.load_checkpoint(path, targets=targets)
         checkpoint.pop("xtrain", None)
         self._plan_load(str(path), checkpoint, state or {}, strict=strict).check()
+        from xtrain.core._internal.restore_apply import apply_with_rollback
+
+        # Stateful objects (schedulers, samplers, user counters) first, undone together if one refuses its state.
+        apply_with_rollback(str(path), [(key, target, checkpoint.pop(key)) for key, target in (state or {}).items()
+                                        if key in checkpoint and _stateful(target)])
         for key, target in (state or {}).items():
             if key not in checkpoint:
                 continue
@@ -429,6 +434,8 @@ class Engine:
                 plan.optimizers([checkpoint[key]], [target], [names])
             elif isinstance(target, dict) and not isinstance(checkpoint[key], dict):
                 plan.problems.append(f"{key}: checkpoint holds a {type(checkpoint[key]).__name__}, not a dict")
+            elif _stateful(target):
+                plan.like(key, checkpoint[key], target.state_dict())
         if plan.problems:
             plan.fixes.append("load only keys that were saved, into objects built as they were when saved (or pass "
                               "strict=False to skip missing and unexpected keys).")
@@ -446,6 +453,12 @@ class Engine:
             return self._strategy.module_state_dict(module=unwrap(value))
         if isinstance(value, torch.optim.Optimizer):
             return self._strategy.optimizer_state_dict(value, module=self._owner(value))
-        if hasattr(value, "state_dict") and callable(value.state_dict):
+        if _stateful(value):
             return value.state_dict()
         return value
+
+
+def _stateful(value: Any) -> bool:
+    """An object saved as its ``state_dict()`` and restored through ``load_state_dict`` (a scheduler, say)."""
+    return (not isinstance(value, (nn.Module, torch.optim.Optimizer)) and callable(getattr(value, "state_dict", None))
+            and callable(getattr(value, "load_state_dict", None)))

@@ -26,6 +26,9 @@ ALGORITHM = "crc32"
 _LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")
 _TAG = b"xtrain-crc32:"
 _TRAILER = len(_TAG) + 8
+_END_RECORD = 22
+_ELSEWHERE = ("Resume from an earlier checkpoint, or load it unverified (TorchCheckpointIO(checksums=False)) if you "
+              "verify it elsewhere.")
 
 
 @functools.cache  # resolved at the first checksum: importing isal is 0.6 ms of every `import xtrain.core`
@@ -130,25 +133,40 @@ def seal_zip(f: IO[bytes], hashed: HashingStream) -> None:
     torch writes it); the checksum covers every byte written, those two included, as they were.
     """
     hashed.finish()
-    if hashed.size < 22 or hashed.tail != b"\x00\x00":
+    if hashed.size < _END_RECORD or hashed.tail != b"\x00\x00":
         return
     f.seek(hashed.size - 2)
     f.write(struct.pack("<H", _TRAILER) + _TAG + f"{hashed.crc:08x}".encode())
 
 
 def _sealed(path: Path, size: int) -> int | None:
-    """The CRC-32 a sealed archive carries, or ``None`` if it carries none."""
-    if size < 22 + _TRAILER:
-        return None
+    """The CRC-32 a sealed archive carries, or ``None`` if it carries none.
+
+    The end record is looked for in the bytes a seal occupies; one whose comment does not end the file exactly, or
+    that has a seal's length but not a seal, means damage there: without this, a flipped byte in the trailer would
+    turn verification off instead of failing it.
+    """
+    window = min(size, _END_RECORD + _TRAILER + 64)
     with path.open("rb") as f:
-        f.seek(size - _TRAILER - 2)
+        f.seek(size - window)
         tail = f.read()
-    if tail[:2] != struct.pack("<H", _TRAILER) or not tail[2:].startswith(_TAG):
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0:
+        return None  # no end record near the end: not a zip archive, or one with a long comment of its own
+    length = struct.unpack_from("<H", tail, at + _END_RECORD - 2)[0] if at + _END_RECORD <= len(tail) else -1
+    comment = tail[at + _END_RECORD:]
+    if len(comment) != length:
+        raise CheckpointError(f"checkpoint {str(path)!r}: its zip end record is cut short or announces a comment "
+                              f"of another length ({length} bytes, the file has {len(comment)}): it is torn or was "
+                              f"changed after it was written. "
+                              f"{_ELSEWHERE}")
+    if length != _TRAILER:
         return None
-    try:
-        return int(tail[2 + len(_TAG):], 16)
-    except ValueError:
-        return None
+    digits = comment[len(_TAG):]
+    if not comment.startswith(_TAG) or len(digits) != 8 or not all(c in b"0123456789abcdef" for c in digits):
+        raise CheckpointError(f"checkpoint {str(path)!r}: the checksum written at its end is damaged "
+                              f"({comment!r}), so the file cannot be verified. {_ELSEWHERE}")
+    return int(digits, 16)
 
 
 def verify_zip(path: Path) -> None:
@@ -167,8 +185,7 @@ def verify_zip(path: Path) -> None:
         if found != expected:
             raise CheckpointError(
                 f"checkpoint {str(path)!r} does not match the CRC-32 written with it ({found:08x} vs {expected:08x}): "
-                f"the file was corrupted after it was written. Resume from an earlier checkpoint, or load it "
-                f"unverified (TorchCheckpointIO(checksums=False)) if you verify it elsewhere.")
+                f"the file was corrupted after it was written. {_ELSEWHERE}")
         return
     if not zipfile.is_zipfile(path):
         return  # torch's legacy (pre-zip) format carries no checksum; torch.load(weights_only=True) judges it
@@ -194,8 +211,7 @@ def _verify_record(path: Path, whole: memoryview, info: zipfile.ZipInfo, size: i
     if fields[0] != b"PK\x03\x04" or found != info.CRC:
         raise CheckpointError(
             f"checkpoint {str(path)!r}: the record {info.filename!r} ({_what(info.filename)}) does not match the "
-            f"CRC-32 written with it: the file was corrupted after it was written. Resume from an earlier "
-            f"checkpoint, or load it unverified (TorchCheckpointIO(checksums=False)) if you verify it elsewhere.")
+            f"CRC-32 written with it: the file was corrupted after it was written. {_ELSEWHERE}")
 
 
 def _what(record: str) -> str:

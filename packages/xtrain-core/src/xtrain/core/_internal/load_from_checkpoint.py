@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import torch
 
 from xtrain.core._internal.model_setup import mark_configured
+from xtrain.core._internal.restore_apply import short_repr as _short_repr
 from xtrain.core.defaults.torch_io import read_checkpoint_file
 from xtrain.core.errors import CheckpointError
 
@@ -43,6 +44,9 @@ def _init_kwargs(cls: type, checkpoint: dict[str, Any], prefix: str, overrides: 
     signature = inspect.signature(cls.__init__)  # type: ignore[misc]
     params = signature.parameters
     name = checkpoint.get(f"{prefix}hparams_name")
+    if name is not None and not isinstance(name, str):
+        raise CheckpointError(f"checkpoint entry {prefix}hparams_name is a {type(name).__name__}, not the name of an "
+                              f"__init__ argument; the file is damaged or was not written by xtrain.")
     if name and name in params:
         whole: Any = Namespace(**kwargs) if checkpoint.get(f"{prefix}hparams_type") == "Namespace" else kwargs
         return {name: whole}
@@ -57,9 +61,15 @@ def _construct(cls: type[_T], kwargs: dict[str, Any], path: str | Path) -> _T:
     except TypeError as err:
         raise CheckpointError(
             f"{cls.__name__}(**hyperparameters of {str(path)!r}) failed: {err}. The checkpoint holds "
-            f"{sorted(kwargs)}; pass the missing arguments to load_from_checkpoint (e.g. "
+            f"{sorted(map(str, kwargs))}; pass the missing arguments to load_from_checkpoint (e.g. "
             f"{cls.__name__}.load_from_checkpoint(path, backbone=...)), and call self.save_hyperparameters() in "
             f"__init__ so that future checkpoints hold them.") from None
+    except Exception as err:
+        # The values come from the file: the constructor's own error is chained below for its traceback.
+        raise CheckpointError(
+            f"{cls.__name__}(**hyperparameters of {str(path)!r}) raised {type(err).__name__}: {err}. The checkpoint "
+            f"holds {_short_repr(kwargs)}; pass the corrected value as an argument: "
+            f"{cls.__name__}.load_from_checkpoint(path, <name>=<value>).") from err
 
 
 def load_module(cls: type[_T], path: str | Path, *, map_location: Any, strict: bool | None,
@@ -69,6 +79,10 @@ def load_module(cls: type[_T], path: str | Path, *, map_location: Any, strict: b
     state = checkpoint.get("state_dict")
     if not isinstance(state, dict):
         raise CheckpointError(f"checkpoint {str(path)!r} has no 'state_dict' entry, so it holds no module weights.")
+    odd = [repr(key) for key in state if not isinstance(key, str)][:5]
+    if odd:
+        raise CheckpointError(f"checkpoint {str(path)!r}: its state_dict has keys that are not parameter names "
+                              f"({', '.join(odd)}); the file is damaged or was not written by xtrain.")
     module = _construct(cls, _init_kwargs(cls, checkpoint, "", overrides), path)
     assert isinstance(module, torch.nn.Module)
     module.configure_model()  # type: ignore[operator]

@@ -21,7 +21,7 @@ from xtrain.core.errors import CheckpointError
 if TYPE_CHECKING:
     from xtrain.core.trainer import Trainer
 
-__all__ = ["plan_restore", "restore_checkpoint"]
+__all__ = ["apply_with_rollback", "plan_restore", "restore_checkpoint", "short_repr"]
 
 _FIT_ENTRIES = ("optimizer_states", "loops")
 # Written by every Trainer checkpoint that is not weights-only: without them a resume would not be exact.
@@ -52,7 +52,7 @@ def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, 
     strategy = trainer.strategy
     # Small states first, each undone if a later one refuses its state (the plan cannot foresee every object's
     # load_state_dict); then the weights the plan checked tensor by tensor; the loggers, which touch files, last.
-    _apply_with_rollback(path, [*_user_states(trainer, checkpoint, fitting=fitting),
+    apply_with_rollback(path, [*_user_states(trainer, checkpoint, fitting=fitting),
                                 *_small_states(trainer, checkpoint, fitting=fitting)])
     strategy.load_module_state_dict(checkpoint["state_dict"])
     if not fitting:
@@ -107,7 +107,7 @@ def plan_restore(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fit
         plan.sampler(checkpoint.get("sampler"))
     hparams = checkpoint.get("hyper_parameters")
     if plan.problems and isinstance(hparams, dict) and hparams:
-        plan.fixes.append(f"it was made with the hyperparameters {_short_repr(hparams)}: build the model with them "
+        plan.fixes.append(f"it was made with the hyperparameters {short_repr(hparams)}: build the model with them "
                           f"(MyModule.load_from_checkpoint(path) does).")
     if plan.problems:
         plan.fixes.append("To load only the weights that fit: model.load_state_dict(read_checkpoint(path)"
@@ -128,7 +128,7 @@ def _user_states(trainer: Trainer, checkpoint: dict[str, Any], *, fitting: bool)
     return found
 
 
-def _short_repr(value: Any) -> str:
+def short_repr(value: Any) -> str:
     """``repr`` for a message, bounded in depth and length (a file's nested hyperparameters must not recurse)."""
     import reprlib
 
@@ -150,7 +150,8 @@ def _small_states(trainer: Trainer, checkpoint: dict[str, Any], *, fitting: bool
     return found
 
 
-def _apply_with_rollback(path: str, targets: list[tuple[str, Any, Any]]) -> None:
+def apply_with_rollback(path: str, targets: list[tuple[str, Any, Any]]) -> None:
+    """``target.load_state_dict(state)`` for each ``(name, target, state)``; if one refuses, undo those before it."""
     undo: list[Callable[[], None]] = []
     for name, target, state in targets:
         before = target.state_dict()

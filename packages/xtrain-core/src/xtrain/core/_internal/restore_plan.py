@@ -22,6 +22,7 @@ from xtrain.core.errors import CheckpointError
 __all__ = ["RestorePlan"]
 
 _SHOWN = 8
+_INT64 = 2**63  # counters and seeds live in int64 tensors and torch.Generator.manual_seed
 
 
 class RestorePlan:
@@ -157,9 +158,9 @@ class RestorePlan:
         except (TypeError, ValueError, OverflowError) as err:
             self.problems.append(f"loops: {err}")
             return
-        negative = [k for k, v in scratch.state_dict().items() if v < 0]
-        if negative:
-            self.problems.append(f"loops: negative counters {_listed(negative)}")
+        outside = [k for k, v in scratch.state_dict().items() if not 0 <= v < _INT64]
+        if outside:
+            self.problems.append(f"loops: counters {_listed(outside)} negative or beyond 64 bits")
 
     def like(self, where: str, saved: Any, live: Any, *, top: bool = True) -> None:
         """A saved state dict against the live object's own ``state_dict()``: every key there, of the same kind.
@@ -207,10 +208,11 @@ class RestorePlan:
         if state is None:
             return
         ok = isinstance(state, dict) and set(state) == {"epoch", "epoch_seed"} and all(
-            (isinstance(v, int) and not isinstance(v, bool)) or (k == "epoch_seed" and v is None)
+            (isinstance(v, int) and not isinstance(v, bool) and 0 <= v < _INT64) or (k == "epoch_seed" and v is None)
             for k, v in state.items())
         if not ok:
-            self.problems.append(f"sampler: {str(state)[:100]} is not {{'epoch': int, 'epoch_seed': int}}")
+            self.problems.append(f"sampler: {str(state)[:100]} is not {{'epoch': int, 'epoch_seed': int}} with "
+                                 f"both in [0, 2**63)")
 
     def entries(self, checkpoint: dict[str, Any], kinds: dict[str, type | tuple[type, ...]]) -> None:
         """Entries that must have a container type when present (callback states, scheduler states...)."""

@@ -110,12 +110,13 @@ def _alive(pid: int) -> bool:
 def _create_temporary(target: Path) -> tuple[int, str]:
     """A new file ``.<name>.<pid>-<n>.tmp`` beside ``target``, opened for writing; what ``tempfile.mkstemp`` does,
     without its random names (a tenth of a millisecond per save): the process id and a counter are unique enough,
-    and ``O_EXCL`` never opens a file that is already there."""
+    and ``O_EXCL`` never opens a file that is already there. Its mode is what ``open`` gives (``0o666`` less the
+    umask), as ``torch.save`` and the sharded files have, not ``mkstemp``'s private ``0o600``."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
     while True:
         name = str(target.with_name(f".{target.name}.{os.getpid()}-{next(_TEMPORARIES)}.tmp"))
         try:
-            return os.open(name, flags, 0o600), name
+            return os.open(name, flags, 0o666), name
         except FileExistsError:
             continue
 
