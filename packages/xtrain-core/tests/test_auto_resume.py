@@ -73,7 +73,7 @@ def test_bad_settings_are_config_errors(tmp_path: Path) -> None:
 def test_fresh_then_resumed_in_the_same_run_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     first = fit(tmp_path, max_steps=2, run_name="exp")
     assert "ckpt_path='auto': no complete checkpoint of run 'exp'" in capsys.readouterr().out
-    assert first.log_dir == tmp_path / "xtrain_logs" / "exp"
+    assert first.log_dir == str(tmp_path / "xtrain_logs" / "exp")
     second = fit(tmp_path, max_steps=4, run_name="exp")
     out = capsys.readouterr().out
     assert "ckpt_path='auto': resuming run 'exp' (from run_name) from" in out and "last.ckpt" in out
@@ -95,7 +95,7 @@ def test_two_runs_sharing_a_root_never_take_each_others_checkpoints(tmp_path: Pa
 def test_environment_identity_names_the_logger_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLURM_JOB_ID", "4242")
     trainer = fit(tmp_path, max_steps=1)
-    assert trainer.log_dir == tmp_path / "xtrain_logs" / "slurm-4242"
+    assert trainer.log_dir == str(tmp_path / "xtrain_logs" / "slurm-4242")
 
 
 def test_a_torn_newest_file_is_skipped_with_a_log_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -190,4 +190,4 @@ def test_a_version_you_fixed_is_kept(tmp_path: Path) -> None:
     from xtrain.core.loggers import CSVLogger
 
     trainer = fit(tmp_path, max_steps=1, run_name="exp", logger=CSVLogger(tmp_path, version=3))
-    assert trainer.log_dir == tmp_path / "xtrain_logs" / "version_3"
+    assert trainer.log_dir == str(tmp_path / "xtrain_logs" / "version_3")

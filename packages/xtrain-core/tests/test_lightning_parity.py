@@ -65,6 +65,30 @@ def test_load_from_checkpoint_strict_false_warns(tmp_path: Path) -> None:
     assert loaded.hparams.hidden == 8
 
 
+@pytest.mark.parametrize(("edit", "expected"), [
+    ({"hyper_parameters": {"hidden": -3}}, r"Strict\(\*\*hyperparameters of .*\) raised RuntimeError: .*negative dimension"),
+    ({"hyper_parameters": {"hidden": 8, "lr": "abc"}}, r"raised ValueError: .*holds \{'hidden': 8, 'lr': 'abc'\}; pass the corrected"),
+    ({"hparams_name": ["config"]}, r"hparams_name is a list, not the name of an __init__ argument"),
+    ({"state_dict": {1: torch.zeros(2)}}, r"state_dict has keys that are not parameter names \(1\)"),
+])
+def test_load_from_checkpoint_refuses_what_the_file_holds(tmp_path: Path, edit: dict[str, Any],
+                                                          expected: str) -> None:
+    """Values read from the file that break the constructor or the weights are CheckpointErrors naming the file."""
+
+    class Strict(Wide):
+        def __init__(self, hidden: int = 32, lr: float = 0.1) -> None:
+            super().__init__(hidden=hidden, lr=float(lr))
+
+    trainer = quiet(max_steps=1)
+    trainer.fit(Strict(hidden=8), tiny_loaders()[0])
+    trainer.save_checkpoint(tmp_path / "w.ckpt")
+    checkpoint = torch.load(tmp_path / "w.ckpt", weights_only=True)
+    checkpoint.update(edit)
+    torch.save(checkpoint, tmp_path / "edited.ckpt")
+    with pytest.raises(CheckpointError, match=expected):
+        Strict.load_from_checkpoint(tmp_path / "edited.ckpt")
+
+
 # -- (b) save_hyperparameters forms ---------------------------------------------------------------------------------
 class FromDict(TinyClassifier):
     def __init__(self, config: dict[str, Any]) -> None:
@@ -547,7 +571,7 @@ def test_epoch_is_logged_and_failed_runs_leave_no_version_dir(tmp_path: Path) ->
     logger = CSVLogger(tmp_path)
     quiet(max_epochs=2, logger=logger, log_every_n_steps=2).fit(TinyClassifier(), *tiny_loaders())
     rows = list(csv.DictReader(logger.metrics_file.open()))
-    assert {r["epoch"] for r in rows} == {"0.0", "1.0"}
+    assert {r["epoch"] for r in rows} == {"0", "1"}
 
     class Broken(TinyClassifier):
         def validation_step(self, batch: Any, batch_idx: int) -> None:

@@ -69,7 +69,7 @@ from xtrain.core._internal.trainer_args import (
     parse_run_flags,
     parse_settings,
 )
-from xtrain.core._internal.trainer_compat import LightningAttributes
+from xtrain.core._internal.trainer_compat import LightningAttributes, shaped_as
 from xtrain.core._internal.writable import check_output_dirs
 from xtrain.core.accelerator import Accelerator
 from xtrain.core.callbacks import Callback, ModelCheckpoint, ModelSummary, ProgressBar, default_progress_bar
@@ -260,8 +260,9 @@ class Trainer(LightningAttributes):
         self.lr_scheduler_configs: list[SchedulerConfig] = []
         self._schedulers_resumed = False
         self._loaders: dict[str, Any] = {}
-        self.train_dataloader: Any = None
-        self.val_dataloaders: list[Any] = []
+        self._train_loader: Any = None  # what the fit loop iterates (its sampler made resumable)
+        self._eval_loaders: list[Any] = []  # the current evaluation stage's loaders, as its loop runs them
+        self._shown_loaders: dict[str, Any] = {}
         self.num_training_batches: float = math.inf
         self._val_limits: list[float] = []
         self._ckpt_path: str | Path | None = None
@@ -322,8 +323,13 @@ class Trainer(LightningAttributes):
         return self.loggers[0] if self.loggers else None
 
     @property
-    def log_dir(self) -> Path:
-        return self.loggers[0].log_dir if self.loggers else self.default_root_dir
+    def log_dir(self) -> str:
+        """The first logger's ``log_dir`` (``default_root_dir`` without a logger), as a ``str``.
+
+        Lightning returns a ``str`` and scripts build paths with ``trainer.log_dir + "/x"``; xtrain's own code wraps
+        it in ``Path``.
+        """
+        return str(self.loggers[0].log_dir if self.loggers else self.default_root_dir)
 
     @property
     def callback_metrics(self) -> dict[str, torch.Tensor]:
@@ -347,7 +353,7 @@ class Trainer(LightningAttributes):
 
     @property
     def _train_sampler(self) -> ResumableSampler | None:
-        return resumable_sampler(self.train_dataloader)
+        return resumable_sampler(self._train_loader)
 
     # -- entry points ------------------------------------------------------------------------------------------
     def fit(self, model: TrainModule, train_dataloaders: Any = None, val_dataloaders: Any = None, *,
@@ -542,15 +548,18 @@ class Trainer(LightningAttributes):
 
         def as_list(value: Any) -> list[Any]:
             return [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
+        sharded = dist is not None and self.use_distributed_sampler
         if stage == "fit":
             train = self._loader("train", "train_dataloader")
             if train is None:
                 raise ConfigError("train_dataloaders", None, "fit needs training data.",
                                   fix="pass train_dataloaders=..., or a datamodule with train_dataloader().")
-            self.train_dataloader = prep(unshuffled(train) if self._flags.overfit_batches else train, True)
-            check_train_batches(self.train_dataloader)
-            self.num_training_batches = batch_limit(self.train_dataloader, self.limit_train_batches,
+            self._train_loader = prep(unshuffled(train) if self._flags.overfit_batches else train, True)
+            check_train_batches(self._train_loader)
+            self.num_training_batches = batch_limit(self._train_loader, self.limit_train_batches,
                                                     "limit_train_batches")
+            changed = sharded or bool(self._flags.overfit_batches)
+            self._shown_loaders["train"] = self._train_loader if changed else train
             if isinstance(self.val_check_interval, int) and self.check_val_every_n_epoch is not None and \
                     self.val_check_interval > self.num_training_batches:
                 raise ConfigError("val_check_interval", self.val_check_interval, f"is more batches than an epoch has "
@@ -560,11 +569,13 @@ class Trainer(LightningAttributes):
                 "validate": ("val", "val_dataloader", self.limit_val_batches),
                 "test": ("test", "test_dataloader", self.limit_test_batches),
                 "predict": ("predict", "predict_dataloader", self.limit_predict_batches)}[stage]
-        loaders = [prep(dl, False) for dl in as_list(self._loader(kind[0], kind[1]))]
+        given = self._loader(kind[0], kind[1])
+        loaders = [prep(dl, False) for dl in as_list(given)]
         if stage != "fit" and not loaders:
             raise ConfigError("dataloaders", None, f"{stage} needs data.",
                               fix=f"pass dataloaders=..., or a datamodule with {kind[1]}().")
-        self.val_dataloaders = loaders
+        self._eval_loaders = loaders
+        self._shown_loaders[kind[0]] = shaped_as(given, loaders if sharded else as_list(given))
         self._val_limits = [batch_limit(dl, kind[2], f"limit_{kind[0]}_batches") for dl in loaders]
         warn_empty_eval(loaders, self._val_limits, "validation" if kind[0] == "val" else kind[0])
 
@@ -581,16 +592,16 @@ class Trainer(LightningAttributes):
     def _run_stage(self, stage: Stage) -> Any:
         self._metrics.new_results()  # as in Lightning: after test() they are the test's results
         if stage == "predict":
-            return run_predict(self, self.val_dataloaders, self._val_limits)
+            return run_predict(self, self._eval_loaders, self._val_limits)
         if stage in ("validate", "test"):
-            return [run_evaluation(self, stage, self.val_dataloaders, self._val_limits)]
+            return [run_evaluation(self, stage, self._eval_loaders, self._val_limits)]
         self._hooks.call("on_fit_start")
         if self._has_validation() and self.num_sanity_val_steps != 0:
             limits = [lim if self.num_sanity_val_steps == -1 else min(lim, self.num_sanity_val_steps)
                       for lim in self._val_limits]
             self.sanity_checking = True
             self._hooks.call_callbacks("on_sanity_check_start")
-            run_evaluation(self, "sanity_check", self.val_dataloaders, limits)
+            run_evaluation(self, "sanity_check", self._eval_loaders, limits)
             self._hooks.call_callbacks("on_sanity_check_end")
             self.sanity_checking = False
             self._metrics.new_results()
@@ -615,7 +626,7 @@ class Trainer(LightningAttributes):
 
     # -- services for loops and callbacks ----------------------------------------------------------------------
     def _has_validation(self) -> bool:
-        return bool(self.val_dataloaders) and any(lim > 0 for lim in self._val_limits)
+        return bool(self._eval_loaders) and any(lim > 0 for lim in self._val_limits)
 
     def _val_due(self, batches_done: int, last: bool) -> bool:
         if not self._has_validation() or self.state != "fit":
@@ -637,7 +648,7 @@ class Trainer(LightningAttributes):
         self._val_last_batch = self._progress.batches_in_epoch
         if self._val_clock is not None:
             self._val_clock.reset()
-        run_evaluation(self, "validate", self.val_dataloaders, self._val_limits)
+        run_evaluation(self, "validate", self._eval_loaders, self._val_limits)
 
     def _after_optimizer_step(self, stepped: bool = True, log_count: int | None = None) -> None:
         """``log_count``: the count that paces logging and is the logged step (default ``global_step``)."""

@@ -7,7 +7,7 @@ real Lightning projects (lightning-hydra-template reads ``trainer.model`` in ``c
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
@@ -17,7 +17,20 @@ if TYPE_CHECKING:
     from xtrain.core.callbacks.early_stopping import EarlyStopping
     from xtrain.core.strategy import Strategy
 
-__all__ = ["LightningAttributes"]
+__all__ = ["LightningAttributes", "shaped_as"]
+
+
+def shaped_as(given: Any, loaders: list[Any]) -> Any:
+    """``loaders`` (one per loader in ``given``) in the shape ``given`` had: ``None``, one loader, a list or a tuple.
+
+    Lightning's ``trainer.val_dataloaders`` and its siblings return what the user passed, not the loops' flat list,
+    so scripts can use ``trainer.val_dataloaders.dataset`` after passing one loader.
+    """
+    if given is None:
+        return None
+    if isinstance(given, tuple):
+        return tuple(loaders)
+    return list(loaders) if isinstance(given, list) else loaders[0]
 
 
 class LightningAttributes:
@@ -25,6 +38,7 @@ class LightningAttributes:
 
     _ckpt_path: str | Path | None
     _val_limits: list[float]
+    _shown_loaders: dict[str, Any]
     callbacks: list[Callback]
     strategy: Strategy
     _metrics: MetricStore
@@ -60,6 +74,33 @@ class LightningAttributes:
     @property
     def early_stopping_callback(self) -> EarlyStopping | None:
         return next(iter(self.early_stopping_callbacks), None)
+
+    @property
+    def train_dataloader(self) -> Any:
+        """The training dataloader as passed (``None`` before ``fit`` loads it).
+
+        The same object the user gave unless the run had to rebuild it (sharded over ranks, ``overfit_batches``);
+        the fit loop iterates its own copy, whose sampler can resume mid-epoch.
+        """
+        return self._shown_loaders.get("train")
+
+    @property
+    def val_dataloaders(self) -> Any:
+        """The validation dataloader(s) of ``fit``/``validate`` in the shape passed: one loader, a list or a tuple.
+
+        ``None`` before a stage loaded them, as in Lightning; the loops keep their own flat list.
+        """
+        return self._shown_loaders.get("val")
+
+    @property
+    def test_dataloaders(self) -> Any:
+        """The test dataloader(s) of ``test`` in the shape passed (``None`` before ``test`` loaded them)."""
+        return self._shown_loaders.get("test")
+
+    @property
+    def predict_dataloaders(self) -> Any:
+        """The predict dataloader(s) of ``predict`` in the shape passed (``None`` before ``predict`` loaded them)."""
+        return self._shown_loaders.get("predict")
 
     @property
     def num_val_batches(self) -> list[float]:

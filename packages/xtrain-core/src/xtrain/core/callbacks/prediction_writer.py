@@ -64,7 +64,7 @@ class BasePredictionWriter(Callback):
 
     @override
     def on_predict_epoch_start(self, trainer: Trainer, module: TrainModule) -> None:
-        loaders = trainer.val_dataloaders  # the Trainer keeps the current evaluation stage's loaders there
+        loaders = trainer._eval_loaders  # the loaders the predict loop runs, one per dataloader_idx
         self._indices = [_batch_indices(loader) for loader in loaders]
         self._predictions = [[] for _ in loaders]
         self._batch_indices = [[] for _ in loaders]

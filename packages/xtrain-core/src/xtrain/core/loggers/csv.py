@@ -13,6 +13,24 @@ from xtrain.core.loggers.logger import Logger
 
 __all__ = ["CSVLogger"]
 
+_COUNTERS = ("step", "epoch")
+
+
+def _whole_counters(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with a whole-numbered ``step``/``epoch`` as an int, both as logged (``1.0``) and as read (``"1.0"``).
+
+    The Trainer logs ``epoch`` as a float metric; Lightning's file reads ``0`` there and scripts parse the column
+    with ``int()``. Rows kept on resume are rewritten the same way, so one file never mixes ``0.0`` and ``0``.
+    """
+    out = dict(row)
+    for key in _COUNTERS:
+        value = out.get(key)
+        if isinstance(value, str) and value.endswith(".0") and value[:-2].lstrip("-").isdigit():
+            out[key] = value[:-2]
+        elif isinstance(value, float) and value.is_integer():
+            out[key] = int(value)
+    return out
+
 
 class CSVLogger(Logger):
     """Writes ``metrics.csv`` (one row per logged step) and ``hparams.json`` to :attr:`log_dir`.
@@ -55,13 +73,13 @@ class CSVLogger(Logger):
         with tmp.open("w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=columns)
             writer.writeheader()
-            writer.writerows(rows)
+            writer.writerows(_whole_counters(row) for row in rows)
         tmp.replace(self.metrics_file)
         self._columns = columns
 
     @override
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
-        row: dict[str, Any] = {"step": step, **metrics}
+        row = _whole_counters({"step": step, **metrics})
         self._rows += 1
         if self._columns is None:
             self._columns = self._read()[0] or ["step"]

@@ -77,7 +77,7 @@ class FitLoop:
         p = t._progress
         if reload_due(t._flags, p.epoch) and p.batches_in_epoch == 0:
             t._setup_dataloaders("fit")
-        loader = t.train_dataloader
+        loader = t._train_loader
         sampler = resumable_sampler(loader)
         resumed = p.batches_in_epoch > 0
         total = t.num_training_batches
