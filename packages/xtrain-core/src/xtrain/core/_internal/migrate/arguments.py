@@ -70,7 +70,8 @@ def plan_arguments(args: list[cst.Arg], *, lightning: str, target: str) -> ArgEd
         label = f"{lightning}({key}=)"
         if r is None or r.action is Action.SAME:
             if not installed.accepts(target, key):
-                edit.notes.append(f"{target.rpartition('.')[2]}({key}=) is not accepted by the installed xtrain: "
+                shown = lightning if lightning.startswith("trainer.") else target.rpartition('.')[2]
+                edit.notes.append(f"{shown}({key}=) is not accepted by the installed xtrain: "
                                   f"remove it or upgrade xtrain-core")
             continue
         if r.action is Action.DROP:
@@ -78,6 +79,8 @@ def plan_arguments(args: list[cst.Arg], *, lightning: str, target: str) -> ArgEd
             edit.counts.append(f"{label} removed ({r.note})")
         elif r.action is Action.MISSING:
             edit.notes.append(f"{key}=: {r.note}")
+        elif r.action is Action.RENAME and r.xtrain is not None and r.xtrain in given:
+            edit.notes.append(f"{key}= and {r.xtrain}= are both given: keep {r.xtrain}= and remove {key}=")
         elif r.action is Action.RENAME and r.xtrain is not None:
             edit.rename[i] = r.xtrain
             edit.counts.append(f"{label} -> {r.xtrain}=")
@@ -122,14 +125,31 @@ def _translate(edit: ArgEdit, i: int, key: str, value: cst.BaseExpression, given
         _devices(edit, i, key, value, given, {"gpus": "gpu", "tpu_cores": "tpu", "num_processes": "cpu"}[key])
     elif key == "weights_summary":
         edit.drop.add(i)
-        if literal is None:
+        if literal is None and "enable_model_summary" not in given:
             edit.added.append(("enable_model_summary", cst.Name("False")))
         edit.counts.append("Trainer(weights_summary=) -> enable_model_summary=")
     elif key == "progress_bar_refresh_rate":
-        edit.drop.add(i)
-        if literal == 0:
+        _refresh_rate(edit, i, value, given)
+
+
+_SLOWER_BAR = "for a slower bar pass callbacks=[ProgressBar(refresh_interval=SECONDS)] (xtrain.core.callbacks)"
+
+
+def _refresh_rate(edit: ArgEdit, i: int, value: cst.BaseExpression, given: set[str]) -> None:
+    """``progress_bar_refresh_rate=``: 0 switches the bar off; any other rate has no batch-based equivalent, since
+    xtrain's bar refreshes by time, so it goes (saying how to slow the bar); an expression may be 0 at run time."""
+    literal = _literal(value)
+    edit.drop.add(i)
+    if literal == 0:
+        if "enable_progress_bar" not in given:
             edit.added.append(("enable_progress_bar", cst.Name("False")))
-        edit.counts.append("Trainer(progress_bar_refresh_rate=) -> enable_progress_bar=")
+        edit.counts.append("Trainer(progress_bar_refresh_rate=0) -> enable_progress_bar=False")
+    elif literal is ...:
+        code = cst.Module([]).code_for_node(value)
+        edit.notes.append(f"progress_bar_refresh_rate={code} was removed: if it can be 0, pass "
+                          f"enable_progress_bar=({code}) != 0; {_SLOWER_BAR}")
+    else:
+        edit.counts.append(f"Trainer(progress_bar_refresh_rate=N) removed: the bar refreshes by time; {_SLOWER_BAR}")
 
 
 def apply_arguments(args: Sequence[cst.Arg], edit: ArgEdit) -> list[cst.Arg]:

@@ -15,13 +15,13 @@ from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameP
 from xtrain.core._internal.migrate import installed
 from xtrain.core._internal.migrate.arguments import ArgEdit, plan_arguments
 from xtrain.core._internal.migrate.lookup import ROOTS, Target, canonical, find, rule, rules
+from xtrain.core._internal.migrate.resume import ResumeMoves
 from xtrain.core._internal.migrate.rules import Action, Section
 
 __all__ = ["Binding", "Plan", "Planner"]
 
-_BASES = {"lightning.pytorch.LightningModule": "xtrain.core.TrainModule",
-          "lightning.pytorch.LightningDataModule": "xtrain.core.DataModule",
-          "lightning.pytorch.Callback": "xtrain.core.Callback"}
+_BASES = ("xtrain.core.TrainModule", "xtrain.core.DataModule", "xtrain.core.Callback")
+_TRAINER_METHODS = ("fit", "validate", "test", "predict")
 
 
 @dataclass
@@ -69,6 +69,7 @@ class Planner(cst.CSTVisitor):
         self._fabric_names: set[str] = set()
         self._trainer_names: set[str] = {"trainer"}
         self._dropped: set[str] = set()
+        self._resume = ResumeMoves()
 
     # -- helpers ---------------------------------------------------------------------------------------------------
     def _qname(self, node: cst.CSTNode) -> str | None:
@@ -211,10 +212,40 @@ class Planner(cst.CSTVisitor):
 
     def _check_call_arguments(self, node: cst.BaseExpression, target: Target) -> None:
         parent = self.get_metadata(ParentNodeProvider, node)
+        if isinstance(parent, cst.Attribute) and parent.value is node and target.qualified == "xtrain.core.Trainer":
+            self._trainer_classmethod(parent)
+            return
         if not isinstance(parent, cst.Call) or parent.func is not node:
             return
         lightning = (target.lightning or target.qualified).rpartition(".")[2]
         self._plan_call(parent, lightning, target.qualified)
+        if lightning == "Trainer":
+            self._trainer_call(parent)
+
+    def _trainer_classmethod(self, node: cst.Attribute) -> None:
+        """``Trainer.from_argparse_args(args, gpus=2)`` (Lightning 1.x): flagged, and its keywords migrated as
+        Trainer arguments, since they are the same arguments under another call."""
+        r = rule(Section.TRAINER_API, node.attr.value)
+        if r is None or r.xtrain is not None:
+            return
+        self.note(node, f"Trainer.{node.attr.value}: {r.note}")
+        call = self.get_metadata(ParentNodeProvider, node)
+        if node.attr.value == "from_argparse_args" and isinstance(call, cst.Call) and call.func is node:
+            self._plan_call(call, "Trainer", "xtrain.core.Trainer")
+            self._trainer_call(call)
+
+    def _trainer_call(self, call: cst.Call) -> None:
+        parent = self.get_metadata(ParentNodeProvider, call)
+        targets = parent.targets if isinstance(parent, cst.Assign) else ()
+        name = _dotted(targets[0].target) if len(targets) == 1 else ""
+        self._resume.trainer(call, name or None)
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        moved, advice = self._resume.resolve(self.plan.calls)
+        if moved:
+            self.plan.counts["Trainer(resume_from_checkpoint=) -> trainer.fit(ckpt_path=)"] += moved
+        for call, message in advice:
+            self.note(call, message)
 
     def _plan_call(self, call: cst.Call, lightning: str, target: str) -> None:
         edit = plan_arguments(list(call.args), lightning=lightning, target=target)
@@ -256,12 +287,10 @@ class Planner(cst.CSTVisitor):
             return
         if receiver in self._trainer_names or receiver.endswith(".trainer"):
             parent = self.get_metadata(ParentNodeProvider, node)
-            if attr in ("fit", "validate", "test", "predict") and isinstance(parent, cst.Call):
-                for arg in parent.args:
-                    if arg.keyword is not None and not installed.accepts(f"xtrain.core.Trainer.{attr}",
-                                                                         arg.keyword.value):
-                        self.note(node, f"trainer.{attr}({arg.keyword.value}=) is not accepted by the installed "
-                                        f"xtrain: remove it or upgrade xtrain-core")
+            if attr in _TRAINER_METHODS and isinstance(parent, cst.Call) and parent.func is node:
+                self._plan_call(parent, f"trainer.{attr}", f"xtrain.core.Trainer.{attr}")
+                if attr == "fit":
+                    self._resume.fit(receiver, parent)
             r = rule(Section.TRAINER_API, attr)
             if r is not None and r.xtrain is not None:
                 self.plan.replace[node] = node.with_changes(attr=cst.Name(r.xtrain))
@@ -283,7 +312,9 @@ class Planner(cst.CSTVisitor):
         base = None
         for arg in node.bases:
             q = self._qname(arg.value)
-            base = base or (_BASES.get(q) if q else self._known.get(_dotted(arg.value)))
+            target = find(q) if q else None
+            found = target.qualified if target is not None and target.qualified in _BASES else None
+            base = base or (found if q else self._known.get(_dotted(arg.value)))
         defined = {s.name.value for s in node.body.body if isinstance(s, cst.FunctionDef)}
         for assign in _self_assignments(node):
             defined.add(assign)

@@ -82,7 +82,9 @@ RULES: tuple[Rule, ...] = (
     _r(M, f"{_PL}.tuner", "xtrain.core.tuner", "Tuner(trainer).lr_find(...) and .scale_batch_size(...)"),
     _r(M, f"{_PL}.profilers", "xtrain.core.profilers", "Trainer(profiler=\"simple\"|\"advanced\"|\"pytorch\") too"),
     _r(M, f"{_PL}.serve", None, "model serving is not part of xtrain"),
-    _r(M, f"{_PL}.metrics", None, "Lightning 1.x: use torchmetrics"),
+    _r(M, f"{_PL}.metrics", None, "Lightning 1.x: import it from torchmetrics (pip install torchmetrics); since "
+                                  "torchmetrics 0.11 classification metrics need task=\"binary\"|\"multiclass\"|"
+                                  "\"multilabel\""),
     # -- names ----------------------------------------------------------------------------------------------------
     _r(N, f"{_PL}.LightningModule", "xtrain.core.TrainModule", "same step methods, hooks, self.log and "
                                                                "configure_optimizers forms"),
@@ -95,6 +97,7 @@ RULES: tuple[Rule, ...] = (
                                                                  "`xtrain fit --config ...` command"),
     _r(N, f"{_PL}.cli.SaveConfigCallback", "xtrain.core.cli.SaveConfigCallback", "the same options and "
                                                                                "save_config hook"),
+    _r(N, f"{_UT}.cli.LightningCLI", "xtrain.core.cli.XtrainCLI", "Lightning 1.x location of LightningCLI"),
     _r(N, f"{_PL}.cli.LightningArgumentParser", None, "use jsonargparse.ArgumentParser"),
     _r(N, f"{_PL}.core.mixins.HyperparametersMixin", None, "TrainModule and DataModule have save_hyperparameters"),
     _r(N, f"{_CB}.TQDMProgressBar", "xtrain.core.callbacks.ProgressBar", "refresh_rate (batches) becomes "
@@ -121,7 +124,8 @@ RULES: tuple[Rule, ...] = (
     _r(N, f"{_UT}.seed.seed_everything", "xtrain.core.seed_everything"),
     _r(N, f"{_UT}.grad_norm", None, "compute torch.linalg.vector_norm over p.grad yourself"),
     _r(N, f"{_UT}.AttributeDict", None, "self.hparams is a plain mapping with attribute access"),
-    _r(N, f"{_UT}.CombinedLoader", None, "return a dict or list of loaders from *_dataloader"),
+    *(_r(N, f"{name}.CombinedLoader", None, "return a dict or list of loaders from *_dataloader")
+      for name in (_UT, f"{_PL}.trainer.supporters")),
     _r(N, f"{_UT}.model_helpers.get_torchvision_model", "torchvision.models.get_model", "the same call"),
     _r(N, f"{_UT}.model_helpers.is_overridden", None, "compare type(obj).method with the base class's"),
     _r(N, f"{_UT}.imports._TORCHVISION_AVAILABLE", None, "becomes importlib.util.find_spec(\"torchvision\") is "
@@ -137,6 +141,9 @@ RULES: tuple[Rule, ...] = (
     _r(N, f"{_PL}.strategies.ParallelStrategy", "xtrain.core.ParallelStrategy"),
     _r(N, f"{_PL}.strategies.SingleDeviceStrategy", "xtrain.core.defaults.single_device.SingleDeviceStrategy"),
     _r(N, f"{_PL}.strategies.DeepSpeedStrategy", None, "DeepSpeed is not supported; use strategy=\"fsdp\""),
+    *(_r(N, f"{_PL}.plugins.{name}", None, f"Lightning 1.x: pass strategy={strategy}(...) from xtrain.strategies "
+                                           "instead of plugins=") for name, strategy in (
+        ("DDPPlugin", "DDPStrategy"), ("DDPSpawnPlugin", "DDPStrategy"), ("DDPFullyShardedPlugin", "FSDPStrategy"))),
     _r(N, f"{_PL}.plugins.precision.MixedPrecision", None, "pass precision=\"16-mixed\" or \"bf16-mixed\""),
     _r(N, f"{_FB}.Fabric", "xtrain.core.Engine", "see the Fabric to Engine table"),
     _r(N, f"{_FB}.seed_everything", "xtrain.core.seed_everything"),
@@ -173,8 +180,10 @@ RULES: tuple[Rule, ...] = (
     _r(T, "weights_summary", None, "Lightning 1.x: None becomes enable_model_summary=False; otherwise removed",
        action=TR),
     _r(T, "progress_bar_refresh_rate", None, "Lightning 1.x: 0 becomes enable_progress_bar=False; otherwise "
-                                             "removed", action=TR),
-    _r(T, "resume_from_checkpoint", None, "pass ckpt_path=... to trainer.fit instead"),
+                                             "removed (the bar refreshes by time: callbacks=[ProgressBar("
+                                             "refresh_interval=seconds)])", action=TR),
+    _r(T, "resume_from_checkpoint", None, "Lightning 1.x: becomes ckpt_path= of trainer.fit (flagged when the fit "
+                                          "call is not clear; a top-level ckpt_path: key in a CLI config)", action=TR),
     _r(T, "auto_select_gpus", None, "devices=N picks free devices", action=DROP),
     _r(T, "flush_logs_every_n_steps", None, "loggers flush on their own", action=DROP),
     _r(T, "move_metrics_to_cpu", None, "logged values stay on device until written", action=DROP),
@@ -205,9 +214,20 @@ RULES: tuple[Rule, ...] = (
     _r(AR, "LightningCLI(save_config_callback=)", "save_config_callback", "None saves no config; a subclass of "
                                                                          "SaveConfigCallback overrides save_config",
        action=SAME),
+    _r(AR, "LightningCLI(save_config_overwrite=)", None, "Lightning 1.x: pass save_config_kwargs={\"overwrite\": "
+                                                         "True}"),
+    _r(AR, "LightningCLI(save_config_filename=)", None, "Lightning 1.x: pass save_config_kwargs={\"config_filename\":"
+                                                        " ...}"),
     _r(AR, "LightningCLI(auto_configure_optimizers=)", None, "--optimizer/--lr_scheduler are always available; "
                                                             "remove the argument"),
     _r(AR, "LightningCLI(env_parse=)", None, "pass parser_kwargs={\"default_env\": True}"),
+    *(_r(AR, f"ModelCheckpoint({key}=)", "every_n_epochs", "Lightning 1.x") for key in (
+        "period", "every_n_val_epochs")),
+    _r(AR, "trainer.fit(train_dataloader=)", "train_dataloaders", "Lightning 1.x"),
+    _r(AR, "trainer.validate(val_dataloaders=)", "dataloaders", "Lightning 1.x"),
+    _r(AR, "trainer.test(test_dataloaders=)", "dataloaders", "Lightning 1.x"),
+    _r(AR, "trainer.predict(return_predictions=)", None, "xtrain always returns the predictions (kept in memory "
+                                                         "even with a BasePredictionWriter)", action=DROP),
     _r(AR, "ModelSummary(max_depth=)", "max_depth", action=SAME),
     _r(AR, "RichModelSummary(max_depth=)", "max_depth", action=SAME),
     # -- Fabric to Engine ------------------------------------------------------------------------------------------
@@ -263,6 +283,7 @@ RULES: tuple[Rule, ...] = (
                          "use trainer.estimated_stepping_batches, for the batches trainer.num_training_batches")
       for name in ("fit_loop", "validate_loop", "test_loop", "predict_loop")),
     _r(TA, "accelerator", None, "use trainer.strategy.accelerator"),
+    _r(TA, "progress_bar_dict", "progress_bar_metrics", "Lightning 1.x; without Lightning's loss and v_num entries"),
     _r(TA, "num_gpus", None, "Lightning 1.x: use trainer.world_size"),
     # -- precision values ----------------------------------------------------------------------------------------
     _r(P, "16", "16-mixed", action=TR),
