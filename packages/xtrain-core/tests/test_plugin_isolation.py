@@ -170,7 +170,7 @@ def test_a_broken_cluster_environment_does_not_break_the_default_trainer(install
     installed_distribution("acme-cluster", {"xtrain.environments": {"acme": "no_such_cluster_module:Acme"}})
     trainer, messages = auto_warnings()
     assert type(trainer.strategy.cluster_environment).__name__ == "LocalEnvironment"
-    assert len(messages) == 1 and "plugins='auto' skipped 'acme'" in messages[0], messages
+    assert len(messages) == 1 and "the cluster environment detection skipped 'acme'" in messages[0], messages
     assert "acme-cluster 1.0.0" in messages[0] and "ModuleNotFoundError" in messages[0]
 
 

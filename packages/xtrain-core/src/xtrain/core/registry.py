@@ -14,7 +14,12 @@ A plugin is isolated from the others: one that fails to import or to be created 
 two third-party distributions claim, is a :class:`~xtrain.core.errors.ConfigError` naming the entry point and its
 distribution when asked for by name, and is skipped with one :class:`PluginWarning` when ``"auto"`` looks through
 every name. A third party that claims a first-party name (``"cpu"``, ``"ddp"``) is ignored with one
-:class:`PluginWarning`: it can neither take over nor disable a built-in.
+:class:`PluginWarning`: it can neither take over nor disable a built-in. A class of the wrong type (not an
+``Accelerator`` in the accelerators group) is refused before it is created, so its constructor never runs.
+
+A plugin whose import takes more than :data:`SLOW_IMPORT_SECONDS` gets one :class:`PluginWarning` with the seconds:
+an automatic choice imports every plugin of its group, so one slow plugin would otherwise slow every ``Trainer()``
+without saying which.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import re
+import time
 import warnings
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
@@ -30,8 +36,8 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from xtrain.core._internal.hints import FIRST_PARTY, install_hint
 from xtrain.core.errors import ConfigError
 
-__all__ = ["ACCELERATORS", "CHECKPOINT_IO", "ENVIRONMENTS", "PLUGIN_FAILURES", "PRECISIONS", "STRATEGIES",
-           "PluginWarning", "Registry", "all_registries"]
+__all__ = ["ACCELERATORS", "CHECKPOINT_IO", "ENVIRONMENTS", "PLUGIN_FAILURES", "PRECISIONS", "SLOW_IMPORT_SECONDS",
+           "STRATEGIES", "PluginWarning", "Registry", "all_registries"]
 
 _T = TypeVar("_T")
 
@@ -39,11 +45,16 @@ PLUGIN_FAILURES = (Exception, SystemExit)
 """What a plugin's import or call may raise that is contained as a broken plugin (a ``sys.exit`` in a plugin must
 not end the user's program); only ``KeyboardInterrupt`` passes through."""
 
+SLOW_IMPORT_SECONDS = 1.0
+"""An entry point that takes longer than this to load gets one :class:`PluginWarning`: xtrain's own plugins load in
+milliseconds, so a second is a plugin doing heavy work at import, which every automatic choice would wait for."""
+
 
 class PluginWarning(UserWarning):
-    """An installed plugin was skipped by an ``"auto"`` choice: it failed to load, or two distributions claim its name.
+    """An installed plugin was skipped by an ``"auto"`` choice (it failed to load, has the wrong type, or two
+    distributions claim its name), or is slow to import.
 
-    The other plugins still work; the message names the entry point, its distribution, the error and the fix.
+    The other plugins still work; the message names the entry point, its distribution, the problem and the fix.
     """
 
 
@@ -67,11 +78,18 @@ class Registry(Generic[_T]):
     Args:
         group: The entry-point group, e.g. ``"xtrain.strategies"``.
         argument: The Trainer argument these names are passed to, for messages (``"strategy"``).
+        automatic: What messages call the choice that looks through every name of the group; by default
+            ``"<argument>='auto'"``, but a group chosen without an ``"auto"`` value (cluster environments are
+            detected) must not suggest a value the argument refuses.
+        pin: The explicit argument that makes that look-through unnecessary, offered as a fix when a plugin slows
+            or breaks it (``"accelerator='cpu'"``); ``None`` for groups that are only ever chosen by name.
     """
 
-    def __init__(self, group: str, argument: str) -> None:
+    def __init__(self, group: str, argument: str, *, automatic: str | None = None, pin: str | None = None) -> None:
         self.group = group
         self.argument = argument
+        self.automatic = automatic if automatic is not None else f"{argument}='auto'"
+        self.pin = pin
         self._entries: dict[str, _Entry] | None = None
         self._loaded: dict[str, Callable[[], _T]] = {}
         self._warned: set[str] = set()
@@ -119,6 +137,9 @@ class Registry(Generic[_T]):
                 distributions claim, or a plugin that fails to import or misses abstract methods (naming its entry
                 point and distribution, with the original error as ``__cause__``).
         """
+        return self._load(name, scanning=False)
+
+    def _load(self, name: str, *, scanning: bool) -> Callable[[], _T]:
         key = name.strip().lower()
         if key in self._loaded:
             return self._loaded[key]
@@ -139,10 +160,14 @@ class Registry(Generic[_T]):
                 f"{' and '.join(entry.distributions)}.",
                 fix="uninstall one of them, or pass the plugin as an instance instead of a name.",
             )
+        started = time.perf_counter()
         try:
             loaded = entry.entry_point.load()
         except PLUGIN_FAILURES as err:
             raise self._broken(name, entry, f"could not be imported: {_describe(err)}") from err
+        seconds = time.perf_counter() - started
+        if seconds > SLOW_IMPORT_SECONDS:
+            self._warn_slow(name, entry, seconds, scanning=scanning)
         if not callable(loaded):
             raise self._broken(name, entry, f"names {loaded!r}, which is not a class or a factory.")
         if inspect.isclass(loaded) and inspect.isabstract(loaded):
@@ -152,20 +177,30 @@ class Registry(Generic[_T]):
         self._loaded[key] = loaded
         return loaded  # type: ignore[no-any-return]
 
-    def create(self, name: str) -> _T:
+    def create(self, name: str, *, base: type[Any] | None = None) -> _T:
         """A new instance of the plugin registered as ``name``.
 
+        Args:
+            name: The registered name.
+            base: The contract the plugin must implement. A class that does not subclass it is refused before it is
+                called, so a wrong registration's constructor never runs; a factory is checked by what it returns.
+
         Raises:
-            ConfigError: As for :meth:`load`, and when creating the instance raises (naming the entry point).
+            ConfigError: As for :meth:`load`, when creating the instance raises, and for a plugin that is not a
+                ``base`` (naming the entry point).
         """
         factory = self.load(name)
+        if base is not None and inspect.isclass(factory) and not issubclass(factory, base):
+            raise self.broken(name, f"names the class {factory.__qualname__}, which is not {_a(base)}.")
         try:
-            return factory()
+            created = factory()
         except ConfigError:
             raise  # the plugin refusing a setting (e.g. a missing library) speaks for itself: not a broken plugin
         except PLUGIN_FAILURES as err:
-            entry = self._scan()[name.strip().lower()]
-            raise self._broken(name, entry, f"could not be created: {_describe(err)}") from err
+            raise self.broken(name, f"could not be created: {_describe(err)}") from err
+        if base is not None and not isinstance(created, base):
+            raise self.broken(name, f"returned {created!r}, which is not {_a(base)}.")
+        return created
 
     def describe(self, name: str) -> str:
         """The first line of the plugin's docstring (imports the plugin's module)."""
@@ -175,19 +210,23 @@ class Registry(Generic[_T]):
     def classes(self, base: type[Any]) -> list[tuple[str, Any]]:
         """``(name, class)`` for every name registered as a subclass of ``base``, for ``"auto"`` choices.
 
-        Names that fail to load, or that two distributions claim, are left out with one :class:`PluginWarning`
-        each, so one broken plugin never breaks the automatic choice for everyone. Factories are left out silently:
-        only classes declare their capabilities without being created.
+        Names that fail to load, that two distributions claim, or that name a class of another type are left out
+        with one :class:`PluginWarning` each, so one broken plugin never breaks the automatic choice for everyone.
+        Factories are left out silently: only classes declare their capabilities without being created.
         """
         found = []
         for name in self.names():
             try:
-                loaded = self.load(name)
+                loaded = self._load(name, scanning=True)
             except ConfigError as err:
                 self.skip(name, err)
                 continue
-            if isinstance(loaded, type) and issubclass(loaded, base):
+            if not inspect.isclass(loaded):
+                continue
+            if issubclass(loaded, base):
                 found.append((name, loaded))
+            else:
+                self.skip(name, self.broken(name, f"names the class {loaded.__qualname__}, which is not {_a(base)}."))
         return found
 
     def skip(self, name: str, error: BaseException) -> None:
@@ -199,7 +238,25 @@ class Registry(Generic[_T]):
         if not isinstance(error, ConfigError):
             entry = self._scan().get(key)
             error = self._broken(name, entry, f"raised {_describe(error)}") if entry else error
-        warnings.warn(f"{self.argument}='auto' skipped {name!r}: {error}", PluginWarning, stacklevel=3)
+        pin = ""
+        if self.pin is not None:
+            pin = f" Or pass {self.pin}: an explicit choice does not look through the installed plugins."
+        warnings.warn(f"{self.automatic} skipped {name!r}: {error}{pin}", PluginWarning, stacklevel=3)
+
+    def _warn_slow(self, name: str, entry: _Entry, seconds: float, *, scanning: bool) -> None:
+        """Name a plugin that took ``seconds`` to import; ``scanning``: imported by the automatic choice, unasked."""
+        dist = entry.distributions[0]
+        report = (f"report this to the maintainers of {dist} (an entry point should import fast and defer heavy "
+                  f"imports to the methods that need them)")
+        if scanning:
+            pin = f"; or pass {self.pin}: an explicit choice imports no other plugin" if self.pin else ""
+            message = (f"{self.automatic} imported {name!r}, and the plugin ({entry.origin}) took {seconds:.1f} s to "
+                       f"import; every program that makes this choice waits for it. Fix: {report}; uninstall {dist} "
+                       f"if you do not use it{pin}.")
+        else:
+            message = (f"{self.argument}={name!r}: the plugin ({entry.origin}) took {seconds:.1f} s to import. "
+                       f"Fix: {report}.")
+        warnings.warn(message, PluginWarning, stacklevel=4)
 
     def broken(self, name: str, problem: str) -> ConfigError:
         """The error for the plugin ``name`` misbehaving (``problem`` says how), naming its entry point and fix."""
@@ -232,15 +289,23 @@ def _describe(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}"
 
 
+def _a(base: type[Any]) -> str:
+    article = "an" if base.__name__[:1].lower() in "aeiou" else "a"
+    return f"{article} {base.__name__}"
+
+
 def _quote(requirement: str) -> str:
     return f"'{requirement}'" if "[" in requirement else requirement
 
 
-ACCELERATORS: Registry[Any] = Registry("xtrain.accelerators", "accelerator")
+ACCELERATORS: Registry[Any] = Registry("xtrain.accelerators", "accelerator",
+                                       pin="accelerator='cpu' (or the accelerator you use)")
 STRATEGIES: Registry[Any] = Registry("xtrain.strategies", "strategy")
 PRECISIONS: Registry[Any] = Registry("xtrain.precision", "precision")
 CHECKPOINT_IO: Registry[Any] = Registry("xtrain.checkpoint_io", "plugins")
-ENVIRONMENTS: Registry[Any] = Registry("xtrain.environments", "plugins")
+ENVIRONMENTS: Registry[Any] = Registry("xtrain.environments", "plugins",
+                                       automatic="the cluster environment detection",
+                                       pin="plugins=['local'] (or the environment your cluster uses)")
 
 
 def all_registries() -> tuple[Registry[Any], ...]:

@@ -61,9 +61,10 @@ def _split_plugins(plugins: object) -> tuple[Precision | None, CheckpointIO | No
     for item in items:
         plugin = item
         if isinstance(item, str):
-            for registry in (PRECISIONS, CHECKPOINT_IO, ENVIRONMENTS):
+            for registry, base in ((PRECISIONS, Precision), (CHECKPOINT_IO, CheckpointIO),
+                                   (ENVIRONMENTS, ClusterEnvironment)):
                 if item in registry:
-                    plugin = registry.create(item)
+                    plugin = registry.create(item, base=base)
                     break
             else:
                 raise ConfigError("plugins", item, "is not a registered precision, checkpoint_io or environment name.",
@@ -134,11 +135,7 @@ def _accelerator(accelerator: object, strategy: Strategy | None) -> Accelerator:
     elif accelerator is None or (isinstance(accelerator, str) and accelerator.strip().lower() == "auto"):
         return _auto_accelerator(strategy)
     elif isinstance(accelerator, str):
-        created = ACCELERATORS.create(accelerator)
-        if not isinstance(created, Accelerator):
-            raise ConfigError("accelerator", accelerator, f"is registered as {created!r}, which is not an Accelerator.",
-                              fix=f"report this to the maintainers of {ACCELERATORS.distribution_of(accelerator)}.")
-        acc = created
+        acc = ACCELERATORS.create(accelerator, base=Accelerator)
     else:
         raise ConfigError("accelerator", accelerator, "must be a registered name, 'auto' or an Accelerator instance.",
                           choices=["auto", *ACCELERATORS.names()], fix="write accelerator='auto'.")
@@ -172,10 +169,7 @@ def _strategy(strategy: object) -> Strategy | None:
     if isinstance(strategy, str):
         if strategy.strip().lower() == "auto":
             return None
-        created = STRATEGIES.create(strategy)
-        if not isinstance(created, Strategy):
-            raise ConfigError("strategy", strategy, f"is registered as {created!r}, which is not a Strategy.",
-                              fix=f"report this to the maintainers of {STRATEGIES.distribution_of(strategy)}.")
+        created: Strategy = STRATEGIES.create(strategy, base=Strategy)
         return created
     raise ConfigError("strategy", strategy, "must be a registered name, 'auto' or a Strategy instance.",
                       choices=["auto", *STRATEGIES.names()], fix="write strategy='auto'.")
@@ -198,11 +192,10 @@ def _environment(explicit: ClusterEnvironment | None, strategy: Strategy | None)
             ENVIRONMENTS.skip(name, err)
     for _, name in sorted(detected, reverse=True):
         try:
-            created = ENVIRONMENTS.create(name)
+            created: ClusterEnvironment = ENVIRONMENTS.create(name, base=ClusterEnvironment)
         except ConfigError as err:
             ENVIRONMENTS.skip(name, err)
             continue
-        assert isinstance(created, ClusterEnvironment)
         return created
     raise ConfigError("plugins", None, "no cluster environment detected, not even 'local'.",
                       fix="pip install --force-reinstall xtrain-core")
@@ -222,10 +215,7 @@ def _precision(precision: object, plugin: Precision | None, strategy: Strategy |
     if isinstance(precision, Precision):
         return precision
     name = canonical_precision(precision)
-    created = PRECISIONS.create(name)
-    if not isinstance(created, Precision):
-        raise ConfigError("precision", precision, f"is registered as {created!r}, which is not a Precision.",
-                          fix=f"report this to the maintainers of {PRECISIONS.distribution_of(name)}.")
+    created: Precision = PRECISIONS.create(name, base=Precision)
     return created
 
 
@@ -284,7 +274,7 @@ def resolve(*, accelerator: object = "auto", devices: object = "auto", num_nodes
     if io_plugin is not None and strat._checkpoint_io is not None:
         raise ConfigError("plugins", io_plugin, f"sets a CheckpointIO that strategy={strat!r} sets too.",
                           fix="set the checkpoint IO in one place only.")
-    io = io_plugin or strat._checkpoint_io or CHECKPOINT_IO.create("torch")
+    io = io_plugin or strat._checkpoint_io or CHECKPOINT_IO.create("torch", base=CheckpointIO)
     _check_capabilities(acc, strat, prec, len(indices))
     prec.connect(device_type=acc.autocast_device_type)
     strat.connect(accelerator=acc, precision=prec, checkpoint_io=io, cluster_environment=env,

@@ -75,7 +75,7 @@ class $cls(Accelerator):
     @classmethod
     @override
     def device_count(cls) -> int:
-        value = os.environ.get(cls.count_variable, "2")  # TODO: ask your device library
+        value = os.environ.get(cls.count_variable, "1")  # TODO: ask your device library
         return int(value) if value.isdigit() else 0
 
     @classmethod
