@@ -268,6 +268,31 @@ def test_the_manifest_names_the_distributions_that_wrote_it(genuine: Path) -> No
         assert meta["distributions"][role]["version"] == meta["versions"]["xtrain-core"]
 
 
+def test_the_manifest_of_first_party_plugins_reads_no_other_distribution(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scanning every installed distribution's metadata took about 1.5 s at the first save of each process."""
+    import importlib.metadata
+
+    from xtrain.core._internal import manifest, versions
+
+    def scan_all(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("every installed distribution was read")
+
+    monkeypatch.setattr(importlib.metadata, "packages_distributions", scan_all)
+    monkeypatch.setattr(importlib.metadata, "distributions", scan_all)
+    manifest.distribution_of.cache_clear()
+    manifest._packages.cache_clear()
+    versions.xtrain_versions.cache_clear()
+    try:
+        for module, name in (("xtrain.core.defaults.torch_io", "xtrain-core"), ("xtrain.strategies.ddp",
+                                                                                 "xtrain-strategies")):
+            assert manifest.distribution_of(module) == {"name": name, "version": importlib.metadata.version(name)}
+        found = versions.xtrain_versions()
+        assert {"xtrain-core", "xtrain-strategies", "torch"} <= set(found), found
+    finally:
+        manifest.distribution_of.cache_clear()
+        versions.xtrain_versions.cache_clear()
+
+
 def test_last_names_its_file_and_warns_about_another_precision(tmp_path: Path,
                                                                caplog: pytest.LogCaptureFixture) -> None:
     _, _ = train_full(tmp_path)
