@@ -286,3 +286,26 @@ def test_temporaries_of_killed_saves_are_removed_by_the_next_run(tmp_path: Path)
     io.wait()
     left = sorted(p.name for p in folder.iterdir())
     assert left == sorted([names["fresh"], names["alive"], names["other"], "last.ckpt"]), left
+
+
+def test_resuming_from_a_file_never_deletes_that_file(tmp_path: Path) -> None:
+    """A new Trainer resumed from the best checkpoint for more epochs (a tutorial's pattern) keeps it when a better
+    one comes; Lightning writes the resumed run elsewhere, xtrain continues the run in place."""
+
+    class Improving(TinyClassifier):
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            self.log("score", float(10 - self.current_epoch))
+
+    def trainer(epochs: int) -> Trainer:
+        return Trainer(max_epochs=epochs, default_root_dir=tmp_path, logger=False, enable_progress_bar=False,
+                       num_sanity_val_steps=0, limit_train_batches=2,
+                       callbacks=[ModelCheckpoint(monitor="score", mode="min", save_top_k=1)])
+
+    first = trainer(2)
+    first.fit(Improving(), *tiny_loaders())
+    best = first.checkpoint_callback.best_model_path  # type: ignore[union-attr]
+    second = trainer(4)
+    second.fit(Improving(), *tiny_loaders(), ckpt_path=best)
+    names = sorted(p.name for p in (tmp_path / "checkpoints").glob("epoch=*.ckpt"))
+    assert names == [Path(best).name, "epoch=3-step=8.ckpt"], "the resumed-from file stays; top-k pruned the rest"
+    assert second.checkpoint_callback.best_model_path.endswith("epoch=3-step=8.ckpt")  # type: ignore[union-attr]

@@ -173,3 +173,23 @@ def test_a_resumed_fit_continues_metrics_csv_with_integer_epochs(tmp_path: Path)
         TinyClassifier(), *tiny_loaders(), ckpt_path=ckpt)
     rows = [r for r in csv_rows(second) if r.get("train_loss")]
     assert [(r["step"], r["epoch"]) for r in rows] == [(str(s), "0" if s <= 4 else "1") for s in range(1, 9)]
+
+
+# -- trainer.logged_metrics -----------------------------------------------------------------------------------------
+def test_logged_metrics_hold_step_metrics_of_epochs_shorter_than_the_logging_interval(tmp_path: Path) -> None:
+    """As Lightning: 4 steps per epoch with log_every_n_steps=50 still show train_loss (trial: Lightning's
+    transformer example read logged_metrics['train_loss'] after fit)."""
+
+    class Logged(TinyClassifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            loss = super().training_step(batch, batch_idx)
+            self.log("train_loss", loss)
+            self.log("hidden", loss, logger=False)
+            return loss
+
+    trainer = quiet(max_epochs=2, logger=CSVLogger(tmp_path))
+    module = Logged()
+    trainer.fit(module, *tiny_loaders())
+    assert "train_loss" in trainer.logged_metrics and "hidden" not in trainer.logged_metrics
+    assert trainer.logged_metrics["train_loss"] == pytest.approx(float(trainer.callback_metrics["train_loss"]))
+    assert "train_loss" not in csv_rows(trainer.logger)[0], "the logger itself still got nothing before step 50"

@@ -56,7 +56,7 @@ from xtrain.core._internal.profiling import profiling, resolve_profiler
 from xtrain.core._internal.progress import FitProgress
 from xtrain.core._internal.removed_hooks import check_removed_hooks
 from xtrain.core._internal.resolve import resolve
-from xtrain.core._internal.rng import restore_rng_states
+from xtrain.core._internal.rng import collect_rng_states, restore_rng_states
 from xtrain.core._internal.run_dirs import new_log_dirs, remove_log_dirs
 from xtrain.core._internal.run_flags import ValClock, anomaly_detection, apply_benchmark, sync_batchnorm, unshuffled
 from xtrain.core._internal.sampler import ResumableSampler
@@ -337,7 +337,7 @@ class Trainer(LightningAttributes):
 
     @property
     def logged_metrics(self) -> dict[str, float]:
-        return self._metrics.logged_metrics
+        return self._metrics.logged()
 
     @property
     def progress_bar_metrics(self) -> dict[str, float]:
@@ -599,11 +599,16 @@ class Trainer(LightningAttributes):
         if self._has_validation() and self.num_sanity_val_steps != 0:
             limits = [lim if self.num_sanity_val_steps == -1 else min(lim, self.num_sanity_val_steps)
                       for lim in self._val_limits]
+            # As Lightning's isolate_rng: the sanity check leaves the global generators as it found them, so its
+            # draws (each val iterator's base seed, any randomness in validation_step) do not shift the training
+            # shuffle, and a run with the sanity check trains on the batches a run without one does.
+            rng = collect_rng_states()
             self.sanity_checking = True
             self._hooks.call_callbacks("on_sanity_check_start")
             run_evaluation(self, "sanity_check", self._eval_loaders, limits)
             self._hooks.call_callbacks("on_sanity_check_end")
             self.sanity_checking = False
+            restore_rng_states(rng)
             self._metrics.new_results()
         self._val_clock = ValClock(self._flags.val_check_time) if self._flags.val_check_time else None
         with self._preemption.installed(), anomaly_detection(self._flags):

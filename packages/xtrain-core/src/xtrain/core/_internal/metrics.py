@@ -217,6 +217,16 @@ class MetricStore:
         self.logged_metrics.update(out)
         return out
 
+    def logged(self) -> dict[str, float]:
+        """``trainer.logged_metrics``: what went to the loggers, with the latest value of every step metric bound for
+        them, sent yet or not (as Lightning: an epoch shorter than ``log_every_n_steps`` still shows its
+        ``train_loss``). Read on demand, so the step pays nothing for it."""
+        for key in self.step_logger_keys:
+            value = self.step_values.get(key)
+            if value is not None:
+                self.logged_metrics[key] = float(value.item())
+        return self.logged_metrics
+
     def end_epoch(self) -> dict[str, float]:
         """Close the epoch aggregates of the current stage: they become callback metrics; returns the logger's."""
         for_logger: dict[str, float] = {}

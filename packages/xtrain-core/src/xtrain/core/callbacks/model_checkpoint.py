@@ -226,8 +226,11 @@ class ModelCheckpoint(Callback):
         # as the best when it is; ckpt_path="best" in a new process reads it from last.ckpt.
         doomed = self._prune(keep[0]) if keep else []
         self._write(trainer, keep)
+        started_from = _resolved(trainer.ckpt_path)
         for old in doomed:
-            if old != self.last_model_path and self._owns(old, dirpath):
+            # The file the run was started from is the user's: resuming from a best checkpoint for more epochs
+            # must not delete it when a better one comes (it leaves the ranking all the same).
+            if old != self.last_model_path and self._owns(old, dirpath) and _resolved(old) != started_from:
                 trainer.strategy.remove_checkpoint(old)
 
     def _owns(self, path: str, dirpath: Path) -> bool:
@@ -293,3 +296,12 @@ class ModelCheckpoint(Callback):
                     trainer.strategy.checkpoint_io.settle()  # it reads the files (log_model)
                 for target in targets:
                     logger.after_save_checkpoint(target)
+
+
+def _resolved(path: str | Path | None) -> Path | None:
+    if path is None:
+        return None
+    try:
+        return Path(path).resolve()
+    except (OSError, RuntimeError):
+        return None
