@@ -309,3 +309,22 @@ def test_resuming_from_a_file_never_deletes_that_file(tmp_path: Path) -> None:
     names = sorted(p.name for p in (tmp_path / "checkpoints").glob("epoch=*.ckpt"))
     assert names == [Path(best).name, "epoch=3-step=8.ckpt"], "the resumed-from file stays; top-k pruned the rest"
     assert second.checkpoint_callback.best_model_path.endswith("epoch=3-step=8.ckpt")  # type: ignore[union-attr]
+
+
+def test_a_logger_version_given_to_the_resumed_run_leaves_the_earlier_run_untouched(tmp_path: Path) -> None:
+    from xtrain.core import CSVLogger
+
+    def trainer(epochs: int, version: int | None) -> Trainer:
+        return Trainer(max_epochs=epochs, logger=CSVLogger(tmp_path, version=version), enable_progress_bar=False,
+                       num_sanity_val_steps=0, limit_train_batches=2, log_every_n_steps=1)
+
+    first = trainer(2, None)
+    first.fit(TinyClassifier(), *tiny_loaders())
+    earlier = {p: p.read_bytes() for p in (tmp_path / "xtrain_logs" / "version_0").rglob("*") if p.is_file()}
+    second = trainer(4, 1)
+    second.fit(TinyClassifier(), *tiny_loaders(), ckpt_path=first.checkpoint_callback.last_model_path)  # type: ignore[union-attr]
+    assert second.log_dir == str(tmp_path / "xtrain_logs" / "version_1")
+    after = {p: p.read_bytes() for p in (tmp_path / "xtrain_logs" / "version_0").rglob("*") if p.is_file()}
+    assert after == earlier, "the earlier run's logs and checkpoints are as it left them"
+    steps = [row.split(",")[0] for row in (tmp_path / "xtrain_logs" / "version_1" / "metrics.csv").read_text().split()]
+    assert steps[0] == "step" and int(steps[1]) == 5, steps  # continues the step count in its own file

@@ -123,6 +123,9 @@ class CSVLogger(Logger):
         """Keep exactly the rows written before the checkpoint (steps can repeat, e.g. epoch-end metrics)."""
         super().resume(state, step=step)
         columns, rows = self._read()
+        if not self.continues(state):
+            self._rows = len(rows)
+            return
         self._rows = int(state.get("rows", len(rows)))
         if columns:
             self._rewrite(columns, rows[: self._rows])

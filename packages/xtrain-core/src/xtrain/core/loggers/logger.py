@@ -109,4 +109,10 @@ class Logger(ABC):
             state: What :meth:`state_dict` returned when the checkpoint was written.
             step: The checkpoint's global step, for loggers that can only truncate by step.
         """
-        self._version = state.get("version", self._version)
+        if self.continues(state):
+            self._version = state.get("version", self._version)
+
+    def continues(self, state: dict[str, Any]) -> bool:
+        """Whether resuming from ``state`` continues this logger's files: yes unless a ``version`` given to the
+        logger names another run (then it logs there, and the checkpoint's run keeps its files as they are)."""
+        return not getattr(self, "_version_given", False) or state.get("version") == self._version

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from xtrain.core._internal.migrate.arguments import apply_arguments
-from xtrain.core._internal.migrate.plan import Binding, Plan
+from xtrain.core._internal.migrate.decisions import Binding, Plan
 
 __all__ = ["PREFIX", "Applier"]
 
@@ -30,9 +30,10 @@ def _with_notes(node: cst.CSTNodeT, notes: Sequence[str]) -> cst.CSTNodeT:
 Groups = dict[str, list[tuple[str, str | None]]]
 
 
-def _import_groups(bindings: list[Binding]) -> tuple[Groups, list[str], bool]:
+def _import_groups(bindings: list[Binding], aliases: dict[str, str]) -> tuple[Groups, list[str], bool]:
     """What replaces one Lightning import statement: ``{module: [(name, asname)]}``, other statements, and whether
-    the original must stay for names xtrain cannot replace."""
+    the original must stay for names xtrain cannot replace; ``aliases`` are the names imported under another local
+    name because the file binds the plain one."""
     groups: Groups = {}
     lines: list[str] = []
     keep_original = False
@@ -50,17 +51,17 @@ def _import_groups(bindings: list[Binding]) -> tuple[Groups, list[str], bool]:
         t = b.target
         if b.is_module_import:
             for qualified in sorted(b.used_as):
-                add(qualified)
+                add(qualified, aliases.get(qualified))
             keep_original = keep_original or bool(b.unresolved)
             continue
         if t is None or t.kind == "missing":
             keep_original = True
         elif t.kind == "name":
-            add(t.qualified, b.local if b.asname else None)
+            add(t.qualified, b.local if b.asname else b.alias)
         elif t.kind == "module":
             add(t.qualified, b.local)
             for qualified in sorted(b.used_as):
-                add(qualified)
+                add(qualified, aliases.get(qualified))
         elif t.kind == "define":
             lines.append("import importlib.util")
             lines.append(f'{b.local} = importlib.util.find_spec("{t.qualified}") is not None')
@@ -86,6 +87,8 @@ class Applier(cst.CSTTransformer):
         return self.plan.replace.get(original_node, updated_node)
 
     def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.BaseExpression:
+        if original_node in self.plan.unwrap:
+            return updated_node.value
         new = self.plan.replace.get(original_node)
         if new is None:
             return updated_node
@@ -101,7 +104,8 @@ class Applier(cst.CSTTransformer):
         edit = self.plan.calls.get(original_node)
         if edit is None:
             return updated_node
-        return updated_node.with_changes(args=apply_arguments(updated_node.args, edit))
+        return updated_node.with_changes(args=apply_arguments(updated_node.args, edit,
+                                                              opening=updated_node.whitespace_before_args))
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine,
@@ -112,7 +116,7 @@ class Applier(cst.CSTTransformer):
         bindings = self._imports.get(original_node)
         if not bindings:
             return _with_notes(updated_node, notes)
-        groups, lines, keep_original = _import_groups(bindings)
+        groups, lines, keep_original = _import_groups(bindings, self.plan.aliases)
         for module, names in groups.items():
             names[:] = [n for n in names if (module, *n) not in self._emitted]
             self._emitted.update((module, *n) for n in names)

@@ -90,21 +90,35 @@ def plan_arguments(args: list[cst.Arg], *, lightning: str, target: str) -> ArgEd
 
 
 def _devices(edit: ArgEdit, i: int, key: str, value: cst.BaseExpression, given: set[str], accelerator: str) -> None:
+    """``gpus=N`` / ``tpu_cores=N`` / ``num_processes=N`` (Lightning 1.x) as ``accelerator=``, ``devices=``.
+
+    Lightning 1.x read ``gpus=0`` or ``None`` (and the string ``"0"``) as "train on the CPU", where xtrain's default
+    accelerator would pick a GPU, so those become ``accelerator="cpu"``; a string without a comma was a count.
+    """
     literal = _literal(value)
     if literal in (0, None, "0", ""):
-        edit.drop.add(i)
-        edit.counts.append(f"{key}=0 removed")
+        if accelerator != "cpu" and "accelerator" not in given:
+            edit.rename[i] = "accelerator"
+            edit.values[i] = _string("cpu")
+            edit.counts.append(f"Trainer({key}={literal!r}) -> accelerator=\"cpu\" (Lightning 1.x ran on the CPU)")
+        else:
+            edit.drop.add(i)
+            edit.counts.append(f"{key}={literal!r} removed")
         return
     if "devices" in given:
         edit.notes.append(f"{key}= and devices= are both given: keep devices= and remove {key}=")
         return
     edit.rename[i] = "devices"
+    if isinstance(literal, str) and "," not in literal and literal.strip().lstrip("-").isdigit():
+        edit.values[i] = cst.parse_expression(str(int(literal)))
     if "accelerator" not in given:
         edit.added.append(("accelerator", _string(accelerator)))
     edit.counts.append(f"Trainer({key}=N) -> accelerator=\"{accelerator}\", devices=N")
-    if literal is ...:
-        edit.notes.append(f"{key}= became devices= with accelerator=\"{accelerator}\": if the value can be 0 or None, "
-                          f"pass accelerator=\"cpu\" in that case")
+    if literal is ... and accelerator != "cpu" and not isinstance(value, (cst.List, cst.Tuple, cst.UnaryOperation)):
+        code = cst.Module([]).code_for_node(value)
+        edit.notes.append(f"{key}={code} became devices={code} with accelerator=\"{accelerator}\"; Lightning 1.x ran "
+                          f"on the CPU when it was 0 or None: if it can be, write accelerator=\"{accelerator}\" if "
+                          f"{code} else \"cpu\", devices={code} or 1")
 
 
 def _translate(edit: ArgEdit, i: int, key: str, value: cst.BaseExpression, given: set[str]) -> None:
@@ -152,9 +166,15 @@ def _refresh_rate(edit: ArgEdit, i: int, value: cst.BaseExpression, given: set[s
         edit.counts.append(f"Trainer(progress_bar_refresh_rate=N) removed: the bar refreshes by time; {_SLOWER_BAR}")
 
 
-def apply_arguments(args: Sequence[cst.Arg], edit: ArgEdit) -> list[cst.Arg]:
-    """``args`` (the updated arguments of the call that ``edit`` was planned on) after the edit."""
-    out: list[cst.Arg] = []
+def apply_arguments(args: Sequence[cst.Arg], edit: ArgEdit,
+                    opening: cst.BaseParenthesizableWhitespace | None = None) -> list[cst.Arg]:
+    """``args`` (the updated arguments of the call that ``edit`` was planned on) after the edit.
+
+    Kept arguments keep their own comma and whitespace, so a call written one argument per line stays that way: an
+    argument that moves off the end, or an added one, takes the separator between the original arguments (or, for a
+    single one, the whitespace after the opening parenthesis, ``opening``); the last one takes the original end.
+    """
+    kept: list[tuple[cst.Arg, bool]] = []   # (argument, whether it keeps its own separator)
     for i, arg in enumerate(args):
         if i in edit.drop:
             continue
@@ -162,14 +182,20 @@ def apply_arguments(args: Sequence[cst.Arg], edit: ArgEdit) -> list[cst.Arg]:
             arg = arg.with_changes(keyword=cst.Name(edit.rename[i]))
         if i in edit.values:
             arg = arg.with_changes(value=edit.values[i])
-        out.append(arg)
+        kept.append((arg, i < len(args) - 1 and isinstance(arg.comma, cst.Comma)))
     for key, value in edit.added:
-        out.append(cst.Arg(value=value, keyword=cst.Name(key),
-                           equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
-    if out and len(out) < len(args) + len(edit.added):
-        last = args[-1]
-        out[-1] = out[-1].with_changes(comma=last.comma)
-    for j in range(len(out) - 1):
-        if out[j].comma is cst.MaybeSentinel.DEFAULT:
-            out[j] = out[j].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        kept.append((cst.Arg(value=value, keyword=cst.Name(key),
+                             equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))), False))
+    if not kept:
+        return []
+    separator = next((a.comma for a in args[:-1] if isinstance(a.comma, cst.Comma)), None)
+    if separator is None:
+        lines = isinstance(opening, cst.ParenthesizedWhitespace)
+        separator = cst.Comma(whitespace_after=opening if lines and opening is not None
+                              else cst.SimpleWhitespace(" "))
+    out: list[cst.Arg] = []
+    for arg, own in kept[:-1]:
+        out.append(arg if own else arg.with_changes(comma=separator, whitespace_after_arg=cst.SimpleWhitespace("")))
+    last, end = kept[-1][0], args[-1] if args else None
+    out.append(last if end is None else last.with_changes(comma=end.comma, whitespace_after_arg=end.whitespace_after_arg))
     return out

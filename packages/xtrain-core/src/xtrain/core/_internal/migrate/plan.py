@@ -6,15 +6,14 @@ look at the whole file (whether a name is free, whether every use of ``import li
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field
-
 import libcst as cst
 from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider, QualifiedNameSource
 
 from xtrain.core._internal.migrate import installed
-from xtrain.core._internal.migrate.arguments import ArgEdit, plan_arguments
+from xtrain.core._internal.migrate.arguments import plan_arguments
+from xtrain.core._internal.migrate.decisions import Binding, Plan, dotted
 from xtrain.core._internal.migrate.lookup import ROOTS, Target, canonical, find, rule, rules
+from xtrain.core._internal.migrate.names import bound_names, free_alias, self_assignments
 from xtrain.core._internal.migrate.resume import ResumeMoves
 from xtrain.core._internal.migrate.rules import Action, Section
 
@@ -22,39 +21,6 @@ __all__ = ["Binding", "Plan", "Planner"]
 
 _BASES = ("xtrain.core.TrainModule", "xtrain.core.DataModule", "xtrain.core.Callback")
 _TRAINER_METHODS = ("fit", "validate", "test", "predict")
-
-
-@dataclass
-class Binding:
-    """One name bound by a Lightning import statement."""
-
-    statement: cst.SimpleStatementLine
-    local: str
-    lightning: str
-    asname: bool
-    target: Target | None
-    is_module_import: bool          # ``import lightning as L`` rather than ``from ... import``
-    unresolved: list[str] = field(default_factory=list)
-    used_as: set[str] = field(default_factory=set)   # qualified xtrain names its references need imported
-
-
-@dataclass
-class Plan:
-    bindings: list[Binding] = field(default_factory=list)
-    replace: dict[cst.CSTNode, cst.BaseExpression] = field(default_factory=dict)
-    calls: dict[cst.Call, ArgEdit] = field(default_factory=dict)
-    notes: dict[cst.CSTNode, list[str]] = field(default_factory=dict)
-    drop: set[cst.CSTNode] = field(default_factory=set)
-    counts: Counter[str] = field(default_factory=Counter)
-    attention: list[tuple[int, str]] = field(default_factory=list)
-
-
-def _dotted(node: cst.BaseExpression) -> str:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        return f"{_dotted(node.value)}.{node.attr.value}"
-    return ""
 
 
 class Planner(cst.CSTVisitor):
@@ -70,6 +36,7 @@ class Planner(cst.CSTVisitor):
         self._trainer_names: set[str] = {"trainer"}
         self._dropped: set[str] = set()
         self._resume = ResumeMoves()
+        self._taken: set[str] = set()
 
     # -- helpers ---------------------------------------------------------------------------------------------------
     def _qname(self, node: cst.CSTNode) -> str | None:
@@ -94,26 +61,39 @@ class Planner(cst.CSTVisitor):
     def count(self, label: str) -> None:
         self.plan.counts[label] += 1
 
+    def visit_Module(self, node: cst.Module) -> None:
+        self._taken = bound_names(node)
+
+    def _local(self, target: Target) -> str:
+        """The name to write for ``target``: its own, or an alias when the file binds that name itself."""
+        if target.last not in self._taken:
+            return target.last
+        if target.qualified not in self.plan.aliases:
+            alias = free_alias(target.last, self._taken | set(self.plan.aliases.values()))
+            self.plan.aliases[target.qualified] = alias
+            self.count(f"{target.qualified} imported as {alias} (the file binds {target.last} itself)")
+        return self.plan.aliases[target.qualified]
+
     # -- imports ---------------------------------------------------------------------------------------------------
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
         for small in node.body:
             if isinstance(small, cst.Import):
                 for alias in small.names:
-                    name = _dotted(alias.name)
+                    name = dotted(alias.name)
                     if name.split(".")[0] not in ROOTS:
                         continue
                     local = alias.asname.name.value if alias.asname else name.split(".")[0]  # type: ignore[union-attr]
                     bound = name if alias.asname else name.split(".")[0]
                     self._bind(Binding(node, local, canonical(bound), False, None, True))
             elif isinstance(small, cst.ImportFrom) and small.module is not None and small.relative == ():
-                module = _dotted(small.module)
+                module = dotted(small.module)
                 if module.split(".")[0] not in ROOTS:
                     continue
                 if isinstance(small.names, cst.ImportStar):
                     self.note(node, f"`from {module} import *`: import the names you use from xtrain.core instead")
                     continue
                 for alias in small.names:
-                    name = _dotted(alias.name)
+                    name = dotted(alias.name)
                     local = alias.asname.name.value if alias.asname else name  # type: ignore[union-attr]
                     lightning = canonical(f"{module}.{name}")
                     target = find(lightning)
@@ -142,7 +122,7 @@ class Planner(cst.CSTVisitor):
         if qname is None:
             self._attribute_idioms(node)
             return True
-        root = _dotted(node).split(".")[0]
+        root = dotted(node).split(".")[0]
         binding = self._locals.get(root)
         if binding is None:
             return True
@@ -162,14 +142,14 @@ class Planner(cst.CSTVisitor):
             return True
         if target.kind == "name":
             binding.used_as.add(target.qualified)
-            self.plan.replace[node] = cst.Name(target.last)
+            self.plan.replace[node] = cst.Name(self._local(target))
             self.count(target.label)
             self._check_call_arguments(node, target)
             return False
         if target.kind == "module":
             return True
-        binding.unresolved.append(_dotted(node))
-        self.note(node, target.note or f"{_dotted(node)} has no xtrain equivalent")
+        binding.unresolved.append(dotted(node))
+        self.note(node, target.note or f"{dotted(node)} has no xtrain equivalent")
         return False
 
     def _module_attribute(self, node: cst.Attribute, binding: Binding, target: Target) -> None:
@@ -181,10 +161,10 @@ class Planner(cst.CSTVisitor):
             self._check_call_arguments(node, target)
         elif target.kind == "name":
             binding.used_as.add(target.qualified)
-            self.plan.replace[node] = cst.Name(target.last)
+            self.plan.replace[node] = cst.Name(self._local(target))
             self.count(target.label)
         else:
-            self.note(node, target.note or f"{_dotted(node)} has no xtrain equivalent")
+            self.note(node, target.note or f"{dotted(node)} has no xtrain equivalent")
 
     def visit_Name(self, node: cst.Name) -> bool:
         binding = self._locals.get(node.value)
@@ -195,7 +175,8 @@ class Planner(cst.CSTVisitor):
             return True
         if target.kind == "name":
             if not binding.asname and target.last != node.value:
-                self.plan.replace[node] = cst.Name(target.last)
+                binding.alias = self._local(target)
+                self.plan.replace[node] = cst.Name(binding.alias)
             self.count(target.label)
             self._check_call_arguments(node, target)
         elif target.kind == "missing":
@@ -237,7 +218,7 @@ class Planner(cst.CSTVisitor):
     def _trainer_call(self, call: cst.Call) -> None:
         parent = self.get_metadata(ParentNodeProvider, call)
         targets = parent.targets if isinstance(parent, cst.Assign) else ()
-        name = _dotted(targets[0].target) if len(targets) == 1 else ""
+        name = dotted(targets[0].target) if len(targets) == 1 else ""
         self._resume.trainer(call, name or None)
 
     def leave_Module(self, original_node: cst.Module) -> None:
@@ -246,6 +227,11 @@ class Planner(cst.CSTVisitor):
             self.plan.counts["Trainer(resume_from_checkpoint=) -> trainer.fit(ckpt_path=)"] += moved
         for call, message in advice:
             self.note(call, message)
+        for b in self.plan.bindings:
+            if b.is_module_import and b.unresolved:
+                code = cst.Module([]).code_for_node(b.statement).strip()
+                self.note(b.statement, f"`{code}` stays only for the flagged {', '.join(sorted(set(b.unresolved)))}: "
+                                       f"delete it once those lines are rewritten")
 
     def _plan_call(self, call: cst.Call, lightning: str, target: str) -> None:
         edit = plan_arguments(list(call.args), lightning=lightning, target=target)
@@ -261,7 +247,7 @@ class Planner(cst.CSTVisitor):
         if isinstance(node.value, cst.Call):
             q = self._qname(node.value.func)
             for t in node.targets:
-                name = _dotted(t.target)
+                name = dotted(t.target)
                 if q == "lightning.fabric.Fabric" and name:
                     self._fabric_names.add(name)
                 elif q == "lightning.pytorch.Trainer" and name:
@@ -272,7 +258,7 @@ class Planner(cst.CSTVisitor):
             self._fabric_names.add(node.name.value)
 
     def _attribute_idioms(self, node: cst.Attribute) -> None:
-        receiver, attr = _dotted(node.value), node.attr.value
+        receiver, attr = dotted(node.value), node.attr.value
         if receiver in self._fabric_names or receiver.endswith(".fabric"):
             r = rule(Section.ENGINE, f"Fabric.{attr}")
             if r is not None and r.action is Action.MISSING:
@@ -285,7 +271,11 @@ class Planner(cst.CSTVisitor):
             self.note(node, "load_from_checkpoint is not in the installed xtrain: upgrade xtrain-core, or build the "
                             "module and load_state_dict(torch.load(path, weights_only=True)[\"state_dict\"])")
             return
-        if receiver in self._trainer_names or receiver.endswith(".trainer"):
+        if isinstance(node.value, cst.Attribute) and node.value.attr.value == "state" and self._is_trainer(
+                dotted(node.value.value)):
+            self._trainer_state(node, receiver, attr)
+            return
+        if self._is_trainer(receiver):
             parent = self.get_metadata(ParentNodeProvider, node)
             if attr in _TRAINER_METHODS and isinstance(parent, cst.Call) and parent.func is node:
                 self._plan_call(parent, f"trainer.{attr}", f"xtrain.core.Trainer.{attr}")
@@ -308,15 +298,33 @@ class Planner(cst.CSTVisitor):
                 self.note(node, f"self.{attr} is not in the installed xtrain's TrainModule" + (
                     f": {r.note}" if r.note else "; upgrade xtrain-core"))
 
+    def _is_trainer(self, receiver: str) -> bool:
+        return receiver in self._trainer_names or receiver.endswith(".trainer")
+
+    def _trainer_state(self, node: cst.Attribute, receiver: str, attr: str) -> None:
+        """``trainer.state.fn`` is xtrain's ``trainer.state`` (TrainerFn's values are its strings); the rest of
+        Lightning's TrainerState has no attribute on a string, so it is flagged with what to use."""
+        r = rule(Section.TRAINER_API, f"state.{attr}")
+        parent = self.get_metadata(ParentNodeProvider, node)
+        if r is not None and r.xtrain is not None and not isinstance(parent, cst.Attribute):
+            self.plan.unwrap.add(node)
+            self.count(f"trainer.state.{attr} -> trainer.{r.xtrain}")
+        elif r is not None and r.xtrain is not None:
+            self.note(node, f"{receiver}.{attr}.{getattr(parent, 'attr', cst.Name('value')).value}: {receiver} is already the "
+                            f"string; write {receiver}")
+        else:
+            self.note(node, f"{receiver}.{attr}: " + (r.note if r is not None else "trainer.state is a plain string "
+                                                      "(\"fit\", \"validate\", \"test\", \"predict\")"))
+
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         base = None
         for arg in node.bases:
             q = self._qname(arg.value)
             target = find(q) if q else None
             found = target.qualified if target is not None and target.qualified in _BASES else None
-            base = base or (found if q else self._known.get(_dotted(arg.value)))
+            base = base or (found if q else self._known.get(dotted(arg.value)))
         defined = {s.name.value for s in node.body.body if isinstance(s, cst.FunctionDef)}
-        for assign in _self_assignments(node):
+        for assign in self_assignments(node):
             defined.add(assign)
         self._classes.append((base, defined))
         if base is None:
@@ -342,22 +350,3 @@ class Planner(cst.CSTVisitor):
             self.plan.replace[node] = node.with_changes(value=node.value.replace("lightning_logs", "xtrain_logs"))
             self.count(rules(Section.BEHAVIOUR)["lightning_logs/"].lightning + " -> xtrain_logs/")
 
-
-def _self_assignments(node: cst.ClassDef) -> set[str]:
-    found: set[str] = set()
-
-    class Finder(cst.CSTVisitor):
-        def visit_AssignTarget(self, target: cst.AssignTarget) -> None:
-            t = target.target
-            if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
-                found.add(t.attr.value)
-
-        def visit_AnnAssign(self, assign: cst.AnnAssign) -> None:
-            t = assign.target
-            if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
-                found.add(t.attr.value)
-            elif isinstance(t, cst.Name):
-                found.add(t.value)
-
-    node.visit(Finder())
-    return found

@@ -75,8 +75,8 @@ RULES: tuple[Rule, ...] = (
     _r(M, _FB, "xtrain.core"),
     _r(M, f"{_FB}.strategies", "xtrain.strategies"),
     _r(M, f"{_FB}.plugins.environments", "xtrain.strategies.environments"),
-    _r(M, f"{_PL}.demos", "xtrain.core.demos", "Transformer, WikiText2, MNIST, MNISTDataModule, BoringModel, "
-                                               "RandomDataset, BoringDataModule"),
+    _r(M, f"{_PL}.demos", "xtrain.core.demos", "BoringModel, RandomDataset and BoringDataModule are the same "
+                                               "code; the other demos differ (see the names table)"),
     *(_r(M, f"{_PL}.demos.{sub}", "xtrain.core.demos") for sub in (
         "transformer", "mnist_datamodule", "boring_classes")),
     _r(M, f"{_PL}.tuner", "xtrain.core.tuner", "Tuner(trainer).lr_find(...) and .scale_batch_size(...)"),
@@ -92,6 +92,24 @@ RULES: tuple[Rule, ...] = (
     _r(N, f"{_PL}.Trainer", "xtrain.core.Trainer", "arguments: see the Trainer arguments table"),
     _r(N, f"{_PL}.Callback", "xtrain.core.Callback", "same hook names and signatures"),
     _r(N, f"{_PL}.seed_everything", "xtrain.core.seed_everything"),
+    *(_r(N, f"{_PL}.demos.{name}", None, note + ": copy Lightning's definition into your project, or keep "
+                                               "importing it from lightning.pytorch.demos") for name, note in (
+        ("Transformer", "xtrain.core.demos.Transformer is another network (decoder-only, other state_dict keys), so "
+                        "seeded runs give other losses and Lightning checkpoints do not load"),
+        ("WikiText2", "xtrain.core.demos.WikiText2 has the same word ids but one block more (Lightning's length is "
+                      "len(data) // block_size - 1), so a seeded shuffle differs"),
+        ("MNIST", "Lightning's MNIST is torchvision.datasets.MNIST when torchvision is installed; "
+                  "xtrain.core.demos.MNIST gives [0, 1] tensors without a transform (or use torchvision's)"),
+        ("MNISTDataModule", "xtrain.core.demos.MNISTDataModule has other loaders (num_workers=0, no pin_memory, the "
+                            "last validation batch kept) and another normalization"))),
+    *(_r(N, f"{_PL}.trainer.states.{name}", None, note) for name, note in (
+        ("TrainerFn", "trainer.state is the plain string: TrainerFn.FITTING is \"fit\", VALIDATING \"validate\", "
+                      "TESTING \"test\", PREDICTING \"predict\""),
+        ("RunningStage", "use trainer.training, trainer.validating, trainer.testing, trainer.predicting or "
+                         "trainer.sanity_checking (True during that stage)"),
+        ("TrainerStatus", "xtrain keeps no run status: trainer.state is None before the first run, a run that returns "
+                          "has finished, an interrupted or failed run raises out of trainer.fit"),
+        ("TrainerState", "trainer.state is the plain string \"fit\", \"validate\", \"test\" or \"predict\""))),
     _r(N, f"{_PL}.cli_lightning_logo", None, "prints Lightning's logo; the call is removed", action=DROP),
     _r(N, f"{_PL}.cli.LightningCLI", "xtrain.core.cli.XtrainCLI", "same layout of the YAML config; or run the "
                                                                  "`xtrain fit --config ...` command"),
@@ -169,8 +187,10 @@ RULES: tuple[Rule, ...] = (
     _r(T, "accelerator", None, "kept; a Lightning 1.x strategy name given here (\"ddp\", \"ddp_spawn\", \"dp\", "
                                "\"ddp_cpu\") moves to strategy=", action=TR),
     _r(T, "precision", None, "legacy values become the canonical names (see the precision table)", action=TR),
-    _r(T, "gpus", None, "Lightning 1.x: becomes accelerator=\"gpu\", devices=N", action=TR),
-    _r(T, "tpu_cores", None, "Lightning 1.x: becomes accelerator=\"tpu\", devices=N", action=TR),
+    _r(T, "gpus", None, "Lightning 1.x: becomes accelerator=\"gpu\", devices=N; 0 or None (CPU in Lightning "
+                        "1.x) becomes accelerator=\"cpu\"", action=TR),
+    _r(T, "tpu_cores", None, "Lightning 1.x: becomes accelerator=\"tpu\", devices=N; 0 or None becomes "
+                             "accelerator=\"cpu\"", action=TR),
     _r(T, "ipus", None, "IPUs are not supported"),
     _r(T, "hpus", None, "HPUs are not supported by the installed accelerators; see the plugin catalogue"),
     _r(T, "num_processes", None, "Lightning 1.x: becomes accelerator=\"cpu\", devices=N", action=TR),
@@ -184,7 +204,8 @@ RULES: tuple[Rule, ...] = (
                                              "refresh_interval=seconds)])", action=TR),
     _r(T, "resume_from_checkpoint", None, "Lightning 1.x: becomes ckpt_path= of trainer.fit (flagged when the fit "
                                           "call is not clear; a top-level ckpt_path: key in a CLI config)", action=TR),
-    _r(T, "auto_select_gpus", None, "devices=N picks free devices", action=DROP),
+    _r(T, "auto_select_gpus", None, "xtrain does not look for idle GPUs: devices=N takes the first N; pass indices "
+                                    "(devices=[2, 3]) to choose", action=DROP),
     _r(T, "flush_logs_every_n_steps", None, "loggers flush on their own", action=DROP),
     _r(T, "move_metrics_to_cpu", None, "logged values stay on device until written", action=DROP),
     _r(T, "amp_backend", None, "precision=\"16-mixed\" uses torch.amp", action=DROP),
@@ -285,6 +306,16 @@ RULES: tuple[Rule, ...] = (
     _r(TA, "accelerator", None, "use trainer.strategy.accelerator"),
     _r(TA, "progress_bar_dict", "progress_bar_metrics", "Lightning 1.x; without Lightning's loss and v_num entries"),
     _r(TA, "num_gpus", None, "Lightning 1.x: use trainer.world_size"),
+    _r(TA, "state.fn", "state", "trainer.state is the plain string \"fit\", \"validate\", \"test\" or "
+                                "\"predict\" (TrainerFn's values; None before the first run)", action=TR),
+    _r(TA, "state.stage", None, "xtrain has no running stage: use trainer.training, trainer.validating, "
+                                "trainer.testing, trainer.predicting or trainer.sanity_checking (True during that "
+                                "stage; all False where Lightning's stage is None)"),
+    _r(TA, "state.status", None, "xtrain keeps no run status: trainer.state is None before the first run "
+                                 "(INITIALIZING); a run that returns has finished (FINISHED); an interrupted or failed "
+                                 "run raises out of trainer.fit (catch KeyboardInterrupt for INTERRUPTED)"),
+    _r(TA, "interrupted", None, "xtrain has no interrupted flag: a KeyboardInterrupt raises out of trainer.fit; "
+                                "catch it around the call"),
     # -- precision values ----------------------------------------------------------------------------------------
     _r(P, "16", "16-mixed", action=TR),
     _r(P, "bf16", "bf16-mixed", action=TR),
@@ -294,6 +325,12 @@ RULES: tuple[Rule, ...] = (
     _r(B, "lightning_logs/", "xtrain_logs/", "the default log directory; path strings are rewritten", action=TR),
     _r(B, "errors", None, "every invalid argument raises xtrain.core.ConfigError (a ValueError) before anything "
                           "starts; the message names the argument, the value, the choices and the fix", action=DOC),
+    _r(B, "resume directory", None, "fit(ckpt_path=...) continues the checkpoint's run: loggers write into its "
+                                    "version directory (Lightning starts version_N+1) and drop what was logged after "
+                                    "the checkpoint, and ModelCheckpoint keeps ranking (and pruning) the files there, "
+                                    "never the one the run started from. To leave the earlier run's files as they "
+                                    "are, give the resumed run's logger a version of its own (CSVLogger(version=1))",
+       action=DOC),
     _r(B, "checkpoints", None, "saved at safe points (after an optimizer step or a finished epoch) and resumed "
                                "exactly, mid-epoch included; loaded with weights_only=True, so hyperparameters "
                                "that are not plain values are left out with a warning", action=DOC),
