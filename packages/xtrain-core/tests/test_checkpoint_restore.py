@@ -444,6 +444,20 @@ def test_small_writes_are_gathered_and_every_byte_is_hashed_once() -> None:
     assert Counting.writes <= 2 * len(large) + small // (64 << 10) + 1 < len(chunks) // 2
 
 
+def test_a_file_cut_in_its_middle_is_called_truncated_not_unreadable(tmp_path: Path) -> None:
+    """torch's reader fails such a file with OSError EINVAL, which the message took for a permissions problem."""
+    from xtrain.core.defaults.torch_io import save_file
+
+    path = tmp_path / "state.ckpt"
+    save_file({f"w{i}": torch.randn(64, 64) for i in range(4)}, path)
+    raw = path.read_bytes()
+    for fraction in (0.5, 0.9, 0.99):
+        path.write_bytes(raw[:int(len(raw) * fraction)])
+        with pytest.raises(CheckpointError, match="is truncated or corrupted") as refused:
+            read_checkpoint(path)
+        assert "permissions" not in str(refused.value)
+
+
 def test_full_and_sharded_files_get_the_mode_open_gives(tmp_path: Path) -> None:
     """0o666 less the umask, as torch.save's files (mkstemp's 0o600 hid a team's checkpoints from each other)."""
     import os

@@ -167,3 +167,69 @@ def test_engine_load_undoes_loaded_states_when_one_refuses(tmp_path: Path) -> No
     torch.save(checkpoint, tmp_path / "good.ckpt")
     engine.load(tmp_path / "good.ckpt", {"scheduler": scheduler, "counter": counter})
     assert scheduler.last_epoch == 0 and counter.seen == 7
+
+
+@pytest.mark.parametrize("seed", [1, 42])
+def test_distributed_shuffle_follows_the_seed_as_a_distributed_sampler_does(seed: int,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a distributed strategy a shuffled loader is ordered by seed_everything's seed (as Lightning's and
+    Fabric's DistributedSampler(seed=PL_GLOBAL_SEED)); it was always seed 0, so every seeded run saw one order."""
+    from torch.utils.data.distributed import DistributedSampler
+
+    from xtrain.core._internal.data import prepare_dataloader
+
+    monkeypatch.delenv("XTRAIN_SEED", raising=False)
+    seed_everything(seed)
+    data = list(range(24))
+    for rank in (0, 1):
+        loader = prepare_dataloader(DataLoader(data, batch_size=3, shuffle=True),
+                                    distributed={"num_replicas": 2, "rank": rank}, use_distributed_sampler=True,
+                                    training=True)
+        reference = DistributedSampler(data, num_replicas=2, rank=rank, shuffle=True, seed=seed)  # type: ignore[arg-type]
+        assert [int(i) for batch in loader for i in batch] == list(reference)
+
+
+def test_engine_save_of_a_plain_state_dict_writes_that_dict(tmp_path: Path) -> None:
+    """engine.save(path, model.state_dict()) as in Fabric's examples: the file holds the state dict alone, so plain
+    load_state_dict(torch.load(path)) reads it; a state naming modules or optimizers keeps the manifest."""
+    engine = Engine(accelerator="cpu", devices=1)
+    model = engine.setup(torch.nn.Linear(4, 2))
+    engine.save(tmp_path / "flat.pt", model.state_dict())
+    fresh = torch.nn.Linear(4, 2)
+    fresh.load_state_dict(torch.load(tmp_path / "flat.pt", weights_only=True))
+    assert torch.equal(fresh.weight, model.module.weight)
+    assert engine.load(tmp_path / "flat.pt").keys() == {"weight", "bias"}
+    engine.save(tmp_path / "objects.ckpt", {"model": model})
+    assert torch.load(tmp_path / "objects.ckpt", weights_only=True)["xtrain"]["written_by"] == "Engine"
+
+
+def test_engine_load_with_strict_false_does_not_advise_strict_false(tmp_path: Path) -> None:
+    engine = Engine(accelerator="cpu", devices=1)
+    engine.save(tmp_path / "e.ckpt", {"model": engine.setup(torch.nn.Linear(4, 8))})
+    with pytest.raises(Exception, match="strict=False skips missing and unexpected keys, not tensors") as refused:
+        engine.load(tmp_path / "e.ckpt", {"model": engine.setup(torch.nn.Linear(4, 16))}, strict=False)
+    assert "pass strict=False" not in str(refused.value)
+
+
+def test_a_custom_sampler_is_split_across_ranks() -> None:
+    """A SubsetRandomSampler under ddp (k-fold cross-validation): each rank gets its share, as with Lightning's and
+    Fabric's wrapper; every rank used to see all of its samples."""
+    from torch.utils.data import SubsetRandomSampler
+
+    from xtrain.core._internal.data import prepare_dataloader
+
+    subset = list(range(3, 40, 2))  # 19 indices: padded to 20, as DistributedSampler pads
+    seen: list[list[int]] = []
+    for rank in (0, 1):
+        torch.manual_seed(7)
+        loader = prepare_dataloader(DataLoader(list(range(40)), batch_size=4, sampler=SubsetRandomSampler(subset)),
+                                    distributed={"num_replicas": 2, "rank": rank}, use_distributed_sampler=True,
+                                    training=True)
+        assert len(loader.sampler) == 10 and len(loader) == 3
+        seen.append([int(i) for batch in loader for i in batch])
+    torch.manual_seed(7)  # the same draws as one process: the iterator's base seed, then the sampler's permutation
+    order = [int(i) for batch in DataLoader(list(range(40)), batch_size=4, sampler=SubsetRandomSampler(subset))
+             for i in batch]
+    padded = order + order[:1]
+    assert seen == [padded[0::2], padded[1::2]]
+    assert sorted(set(seen[0]) | set(seen[1])) == sorted(subset)

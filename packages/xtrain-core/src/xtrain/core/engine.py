@@ -353,10 +353,13 @@ class Engine:
         Modules are stored unwrapped and optimizers keyed by parameter name, so the checkpoint loads under any
         strategy; a sharding strategy (``fsdp``) writes a directory in which every rank stores its shards.
         """
-        checkpoint: dict[str, Any] = {"xtrain": write_manifest(self._strategy, written_by="Engine")}
         self._nonfinite.flush()
-        for key, value in state.items():
-            checkpoint[key] = self._state_of(value)
+        checkpoint: dict[str, Any] = {key: self._state_of(value) for key, value in state.items()}
+        if self._strategy.checkpoint_layout == "sharded" or any(
+                isinstance(v, (nn.Module, torch.optim.Optimizer)) or _stateful(v) for v in state.values()):
+            # Not for a plain dict (engine.save(path, model.state_dict())): as with Fabric, the file is then that
+            # dict, which model.load_state_dict(torch.load(path)) reads without an unexpected key.
+            checkpoint = {"xtrain": write_manifest(self._strategy, written_by="Engine"), **checkpoint}
         self._strategy.save_checkpoint(checkpoint, path)
         self._strategy.checkpoint_io.settle()
         self._strategy.barrier("engine.save")
@@ -436,9 +439,12 @@ class Engine:
                 plan.problems.append(f"{key}: checkpoint holds a {type(checkpoint[key]).__name__}, not a dict")
             elif _stateful(target):
                 plan.like(key, checkpoint[key], target.state_dict())
-        if plan.problems:
+        if plan.problems and strict:
             plan.fixes.append("load only keys that were saved, into objects built as they were when saved (or pass "
                               "strict=False to skip missing and unexpected keys).")
+        elif plan.problems:  # strict=False skips missing and unexpected keys, never a tensor of another shape
+            plan.fixes.append("build the objects as they were when saved: strict=False skips missing and unexpected "
+                              "keys, not tensors of another shape (drop those keys from the file's state first).")
         return plan
 
     def _owner(self, optimizer: torch.optim.Optimizer) -> nn.Module:

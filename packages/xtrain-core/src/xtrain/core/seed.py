@@ -8,7 +8,7 @@ import sys
 
 import torch
 
-__all__ = ["seed_everything"]
+__all__ = ["exported_seed", "seed_everything"]
 
 
 def seed_everything(seed: int | None = None, workers: bool = True, verbose: bool = False) -> int:
@@ -23,8 +23,7 @@ def seed_everything(seed: int | None = None, workers: bool = True, verbose: bool
         The seed.
     """
     if seed is None:
-        env = os.environ.get("XTRAIN_SEED", "")
-        seed = int(env) if env.lstrip("-").isdigit() else 0
+        seed = exported_seed()
     if verbose:
         print(f"Seed set to {seed}")
     random.seed(seed)
@@ -40,3 +39,10 @@ def seed_everything(seed: int | None = None, workers: bool = True, verbose: bool
     if workers:
         os.environ["XTRAIN_SEED"] = str(seed)
     return seed
+
+
+def exported_seed() -> int:
+    """The seed :func:`seed_everything` exported (``XTRAIN_SEED``), else 0: what distributed samplers shuffle with,
+    as Lightning's read ``PL_GLOBAL_SEED``, so a seeded run's ranks see the data in an order that follows the seed."""
+    env = os.environ.get("XTRAIN_SEED", "")
+    return int(env) if env.lstrip("-").isdigit() else 0

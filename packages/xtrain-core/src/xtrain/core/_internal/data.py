@@ -19,6 +19,7 @@ from torch.utils.data import (
 
 from xtrain.core._internal.sampler import ResumableSampler, SeededBatchSampler, SeededDataset
 from xtrain.core.errors import ConfigError
+from xtrain.core.seed import exported_seed
 
 __all__ = ["batch_limit", "check_train_batches", "copy_dataloader", "length", "prepare_dataloader",
            "resumable_sampler", "warn_empty_eval"]
@@ -37,8 +38,9 @@ def prepare_dataloader(loader: Any, *, distributed: dict[str, int] | None, use_d
                        training: bool) -> Any:
     """Return ``loader`` with its sampler replaced by a :class:`ResumableSampler` where that is possible.
 
-    Samplers we do not know (custom ones) are left alone; under a distributed strategy that means every rank sees
-    all the data, which we warn about.
+    Samplers we do not know (custom ones) are left alone, except under a distributed strategy, where each rank gets
+    its share of what they yield (:class:`~xtrain.core._internal.sharded_sampler.ShardedSampler`); a custom batch
+    sampler is used as is there, with a warning.
     """
     if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
         return loader
@@ -54,17 +56,20 @@ def prepare_dataloader(loader: Any, *, distributed: dict[str, int] | None, use_d
     if isinstance(sampler, RandomSampler):
         if sampler.replacement or sampler._num_samples is not None:
             return loader
-        kwargs = {"shuffle": True, "generator": sampler.generator}
+        kwargs = {"shuffle": True, "generator": sampler.generator, "seed": exported_seed()}
     elif isinstance(sampler, SequentialSampler):
         kwargs = {"shuffle": False}
     elif isinstance(sampler, DistributedSampler):
         kwargs = {"shuffle": sampler.shuffle, "seed": sampler.seed, "drop_last": sampler.drop_last}
         shard = {"num_replicas": sampler.num_replicas, "rank": sampler.rank}
     else:
-        if shard is not None:
-            warnings.warn(f"the sampler {type(sampler).__name__} is used as is: every rank sees all of its samples. "
-                          f"Shard the data yourself or use a plain sampler.", UserWarning, stacklevel=3)
-        return loader
+        if shard is None:
+            return loader
+        from xtrain.core._internal.sharded_sampler import ShardedSampler
+
+        split = ShardedSampler(sampler, num_replicas=shard["num_replicas"], rank=shard["rank"])
+        return copy_dataloader(loader, sampler=split,
+                               batch_sampler=BatchSampler(split, batch_sampler.batch_size, batch_sampler.drop_last))
     if shard is not None:
         kwargs.update(shard)
     new_sampler = ResumableSampler(loader.dataset, **kwargs)  # type: ignore[arg-type]

@@ -179,7 +179,8 @@ def apply_arguments(args: Sequence[cst.Arg], edit: ArgEdit,
         if i in edit.drop:
             continue
         if i in edit.rename:
-            arg = arg.with_changes(keyword=cst.Name(edit.rename[i]))
+            arg = arg.with_changes(keyword=cst.Name(edit.rename[i]), equal=arg.equal if arg.keyword is not None else
+                                   cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
         if i in edit.values:
             arg = arg.with_changes(value=edit.values[i])
         kept.append((arg, i < len(args) - 1 and isinstance(arg.comma, cst.Comma)))

@@ -10,8 +10,9 @@ import libcst as cst
 from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider, QualifiedNameSource
 
 from xtrain.core._internal.migrate import installed
-from xtrain.core._internal.migrate.arguments import plan_arguments
+from xtrain.core._internal.migrate.arguments import ArgEdit, plan_arguments
 from xtrain.core._internal.migrate.decisions import Binding, Plan, dotted
+from xtrain.core._internal.migrate.fabric_args import fabric_method_arguments
 from xtrain.core._internal.migrate.lookup import ROOTS, Target, canonical, find, rule, rules
 from xtrain.core._internal.migrate.names import bound_names, free_alias, self_assignments
 from xtrain.core._internal.migrate.resume import ResumeMoves
@@ -233,8 +234,8 @@ class Planner(cst.CSTVisitor):
                 self.note(b.statement, f"`{code}` stays only for the flagged {', '.join(sorted(set(b.unresolved)))}: "
                                        f"delete it once those lines are rewritten")
 
-    def _plan_call(self, call: cst.Call, lightning: str, target: str) -> None:
-        edit = plan_arguments(list(call.args), lightning=lightning, target=target)
+    def _plan_call(self, call: cst.Call, lightning: str, target: str, edit: ArgEdit | None = None) -> None:
+        edit = edit if edit is not None else plan_arguments(list(call.args), lightning=lightning, target=target)
         if edit:
             self.plan.calls[call] = edit
             for label in edit.counts:
@@ -246,12 +247,10 @@ class Planner(cst.CSTVisitor):
     def visit_Assign(self, node: cst.Assign) -> None:
         if isinstance(node.value, cst.Call):
             q = self._qname(node.value.func)
-            for t in node.targets:
-                name = dotted(t.target)
-                if q == "lightning.fabric.Fabric" and name:
-                    self._fabric_names.add(name)
-                elif q == "lightning.pytorch.Trainer" and name:
-                    self._trainer_names.add(name)
+            names = {"lightning.fabric.Fabric": self._fabric_names, "lightning.pytorch.Trainer": self._trainer_names}
+            for name in (dotted(t.target) for t in node.targets):
+                if name and q in names:
+                    names[q or ""].add(name)
 
     def visit_Param(self, node: cst.Param) -> None:
         if node.annotation is not None and self._qname(node.annotation.annotation) == "lightning.fabric.Fabric":
@@ -259,8 +258,11 @@ class Planner(cst.CSTVisitor):
 
     def _attribute_idioms(self, node: cst.Attribute) -> None:
         receiver, attr = dotted(node.value), node.attr.value
+        parent = self.get_metadata(ParentNodeProvider, node)
         if receiver in self._fabric_names or receiver.endswith(".fabric"):
             r = rule(Section.ENGINE, f"Fabric.{attr}")
+            if isinstance(parent, cst.Call) and parent.func is node:
+                self._plan_call(parent, "", "", fabric_method_arguments(receiver, attr, list(parent.args)))
             if r is not None and r.action is Action.MISSING:
                 self.note(node, f"{receiver}.{attr}: {r.note}")
             elif r is None and not installed.exists(f"xtrain.core.Engine.{attr}") and not attr.startswith("_"):
@@ -276,7 +278,6 @@ class Planner(cst.CSTVisitor):
             self._trainer_state(node, receiver, attr)
             return
         if self._is_trainer(receiver):
-            parent = self.get_metadata(ParentNodeProvider, node)
             if attr in _TRAINER_METHODS and isinstance(parent, cst.Call) and parent.func is node:
                 self._plan_call(parent, f"trainer.{attr}", f"xtrain.core.Trainer.{attr}")
                 if attr == "fit":
@@ -290,7 +291,6 @@ class Planner(cst.CSTVisitor):
             return
         if receiver == "self" and self._classes and self._classes[-1][0] == "xtrain.core.TrainModule":
             defined = self._classes[-1][1]
-            parent = self.get_metadata(ParentNodeProvider, node)
             if attr in ("log", "log_dict") and isinstance(parent, cst.Call) and parent.func is node:
                 self._plan_call(parent, "LightningModule.log", "xtrain.core.TrainModule.log")
             r = rule(Section.MODULE_API, attr)

@@ -269,6 +269,65 @@ RULES: tuple[Rule, ...] = (
     _r(E, "Fabric.load_raw", None, "use engine.load(path, {\"model\": model})"),
     _r(E, "Fabric.accelerator", None, "use engine.strategy.accelerator"),
     _r(E, "Fabric.run", None, "Lightning 1.x LightningLite: call your function after engine.launch()"),
+    # Fabric method arguments that the Engine's methods lack (``fabric_args.py``): "removed when X" rows remove the
+    # argument when its value is X (written literally) and flag it, with the text after "flagged: ", otherwise.
+    _r(E, "Fabric.<method>(positional)", "keywords", "an argument that Fabric takes by position and the Engine by "
+                                                   "keyword only, or not at all, becomes a keyword (clip_val and "
+                                                   "max_norm of clip_gradients, strict of load, local of "
+                                                   "rank_zero_first, reduce_op of all_reduce) and follows these rows",
+       action=TR),
+    *(_r(E, f"Fabric.{method}(move_to_device=)", None, f"removed when True (the default); flagged: Engine.{method} "
+                                                      "always moves the module to engine.device; remove the argument "
+                                                      "(move the module back after setup if it must stay off it)",
+         action=TR) for method in ("setup", "setup_module")),
+    _r(E, "Fabric.setup(scheduler=)", None, "removed when None; flagged: Engine.setup takes no scheduler (Fabric hands "
+                                            "it to DeepSpeed and returns it last); remove it and its name from the "
+                                            "assignment: the scheduler needs no setup", action=TR),
+    *(_r(E, f"Fabric.{method}(_reapply_compile=)", None, "a private Fabric argument; the Engine does not re-apply "
+                                                        "torch.compile: remove it (compile the module that setup "
+                                                        "returns if you need to)") for method in (
+        "setup", "setup_module")),
+    _r(E, "Fabric.backward(tensor=)", "loss"),
+    _r(E, "Fabric.backward(model=)", None, "Fabric reads it only to choose the DeepSpeed engine, which xtrain does "
+                                           "not have", action=DROP),
+    _r(E, "Fabric.backward(*args, **kwargs)", None, "Engine.backward(loss) passes nothing on to loss.backward: remove "
+                                                    "them (retain_graph, create_graph and inputs cannot be given)"),
+    _r(E, "Fabric.clip_gradients(norm_type=)", None, "removed when 2 (the default: the Engine clips the 2-norm), and "
+                                                     "with clip_val= alone (Fabric ignores it then); flagged: the "
+                                                     "Engine clips only the 2-norm; remove it, or call "
+                                                     "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm, "
+                                                     "norm_type) yourself (with 16-bit mixed precision the gradients "
+                                                     "are still scaled there)", action=TR),
+    _r(E, "Fabric.clip_gradients(error_if_nonfinite=)", None, "removed when False; flagged: the Engine does not raise "
+                                                              "on a non-finite norm (Fabric's default did); remove it "
+                                                              "and check torch.isfinite on the norm that "
+                                                              "clip_gradients returns", action=TR),
+    *(_r(E, f"Fabric.{method}(data=)", "tensor") for method in ("all_gather", "all_reduce")),
+    *(_r(E, f"Fabric.{method}(group=)", None, "removed when None (the default); flagged: the Engine's collectives "
+                                              "run over all ranks; remove it, or call torch.distributed with the "
+                                              "group", action=TR) for method in ("all_gather", "all_reduce")),
+    _r(E, "Fabric.all_gather(sync_grads=)", None, "removed when False (the default); flagged: Engine.all_gather "
+                                                  "carries no gradient back; remove it and gather with "
+                                                  "torch.distributed.nn.functional.all_gather to backpropagate "
+                                                  "through it", action=TR),
+    _r(E, "Fabric.save(filter=)", None, "removed when None; flagged: Engine.save has no filter and saves each "
+                                        "module's whole state_dict; remove it and put the entries to keep in state "
+                                        "yourself (a dict of tensors is saved as it is)", action=TR),
+    _r(E, "Fabric.load(weights_only=)", None, "removed when None or True (Engine.load always unpickles with "
+                                              "weights_only=True); flagged: Engine.load reads only tensors and plain "
+                                              "values; remove it and save other objects as their state_dict",
+       action=TR),
+    _r(E, "Fabric.seed_everything(seed=)", None, "kept; flagged when missing: Engine.seed_everything needs the "
+                                                 "seed; pass it (xtrain.core.seed_everything() reads XTRAIN_SEED)",
+       action=TR),
+    _r(E, "Fabric.seed_everything(workers=)", None, "removed when True (Engine.seed_everything seeds dataloader "
+                                                    "workers); flagged: the Engine always seeds the workers; remove "
+                                                    "it, or call xtrain.core.seed_everything(seed, workers=False)",
+       action=TR),
+    _r(E, "Fabric.seed_everything(verbose=)", None, "removed when False; flagged: Engine.seed_everything prints "
+                                                    "nothing; remove it, or call "
+                                                    "xtrain.core.seed_everything(seed, verbose=True)", action=TR),
+    _r(E, "Fabric.launch(function=)", "fn"),
     # -- LightningModule methods and attributes ----------------------------------------------------------------
     *(_r(A, f"{stage}_epoch_end", None, "removed in Lightning 2.0: collect the step outputs in a list yourself and "
                                         f"use on_{hook}_epoch_end") for stage, hook in (
