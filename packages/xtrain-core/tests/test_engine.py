@@ -233,3 +233,19 @@ def test_a_custom_sampler_is_split_across_ranks() -> None:
     padded = order + order[:1]
     assert seen == [padded[0::2], padded[1::2]]
     assert sorted(set(seen[0]) | set(seen[1])) == sorted(subset)
+
+
+def test_a_custom_sampler_without_a_length_is_used_as_is_with_a_warning() -> None:
+    from collections.abc import Iterator
+
+    from xtrain.core._internal.data import prepare_dataloader
+
+    class Endless(torch.utils.data.Sampler[int]):
+        def __iter__(self) -> Iterator[int]:
+            return iter(range(8))
+
+    loader = DataLoader(list(range(8)), batch_size=4, sampler=Endless())
+    with pytest.warns(UserWarning, match="has no length, so it is used as is"):
+        prepared = prepare_dataloader(loader, distributed={"num_replicas": 2, "rank": 0},
+                                      use_distributed_sampler=True, training=True)
+    assert prepared is loader

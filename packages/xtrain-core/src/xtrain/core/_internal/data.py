@@ -65,6 +65,11 @@ def prepare_dataloader(loader: Any, *, distributed: dict[str, int] | None, use_d
     else:
         if shard is None:
             return loader
+        if not isinstance(sampler, Sized):  # no length to split evenly: as it is, said once
+            warnings.warn(f"the sampler {type(sampler).__name__} has no length, so it is used as is: every rank sees "
+                          f"all of its samples. Shard the data yourself or give the sampler a __len__.", UserWarning,
+                          stacklevel=3)
+            return loader
         from xtrain.core._internal.sharded_sampler import ShardedSampler
 
         split = ShardedSampler(sampler, num_replicas=shard["num_replicas"], rank=shard["rank"])

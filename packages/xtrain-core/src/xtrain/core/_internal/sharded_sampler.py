@@ -30,7 +30,8 @@ class ShardedSampler(Sampler[Any]):
         self.drop_last = drop_last
 
     def __len__(self) -> int:
-        n = len(self.sampler) if isinstance(self.sampler, Sized) else 0
+        assert isinstance(self.sampler, Sized)  # prepare_dataloader splits only samplers with a length
+        n = len(self.sampler)
         if self.drop_last and n % self.num_replicas:
             return n // self.num_replicas
         return math.ceil(n / self.num_replicas)
