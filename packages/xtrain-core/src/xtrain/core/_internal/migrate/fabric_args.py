@@ -59,8 +59,7 @@ def _literal(node: cst.BaseExpression) -> object:
 
 def _engine_takes(method: str, key: str) -> bool:
     """Whether the installed Engine's method names the parameter ``key`` itself (then the argument stays)."""
-    found = installed._parameters(f"xtrain.core.Engine.{method}")
-    return found is not None and key in found[0]
+    return installed.names_parameter(f"xtrain.core.Engine.{method}", key)
 
 
 def _flag(note: str) -> str:

@@ -11,7 +11,7 @@ import inspect
 from functools import cache
 from typing import Any
 
-__all__ = ["accepts", "exists", "resolve"]
+__all__ = ["accepts", "exists", "names_parameter", "resolve"]
 
 
 @cache
@@ -59,3 +59,9 @@ def accepts(qualified: str, keyword: str) -> bool:
         return True
     names, var_keyword = found
     return var_keyword or keyword in names
+
+
+def names_parameter(qualified: str, name: str) -> bool:
+    """Whether ``qualified`` declares a parameter ``name`` itself (not through ``**kwargs``; ``False`` when unknown)."""
+    found = _parameters(qualified)
+    return found is not None and name in found[0]
