@@ -3,7 +3,8 @@
     python metrics_ddp.py OUT.json
 
 Validates twice: ``auto``, the Trainer shards the 96 samples (48 per rank, last batches of 8); ``uneven``, each rank
-brings its own shard through a sampler the Trainer leaves alone (61 and 35 samples, so 7 and 4 batches). A
+brings its own shard through its own sampler, with ``use_distributed_sampler`` off (61 and 35 samples, so 7 and 4
+batches). A
 ``WandbLogger`` (offline, in the working directory) shows that only rank 0 starts a tracker run, and a
 ``SimpleProfiler`` with a ``filename`` writes one report per rank.
 """
@@ -57,7 +58,8 @@ def data() -> Any:
 
 
 class Shard(Sampler[int]):
-    """This rank's own indices (a sampler type the Trainer does not replace)."""
+    """This rank's own indices (a sampler type the Trainer does not replace; without use_distributed_sampler=False it
+    would split it across the ranks again)."""
 
     def __init__(self, indices: range) -> None:
         self.indices = indices
@@ -77,6 +79,7 @@ def main() -> None:
     module = Scored()
     found = {"auto": trainer.validate(module, DataLoader(data(), batch_size=BATCH))[0]}
     shard = range(SPLIT) if trainer.global_rank == 0 else range(SPLIT, N)
+    trainer.use_distributed_sampler = False  # each rank brings its own shard (else split again, as in Lightning)
     found["uneven"] = trainer.validate(module, DataLoader(data(), batch_size=BATCH, sampler=Shard(shard)))[0]
     found["update_counts_after"] = [m._update_count for m in (module.f1, *module.collection.values())]
     found["run_id"] = logger.version
