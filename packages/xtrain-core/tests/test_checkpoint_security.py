@@ -308,6 +308,27 @@ def test_a_checkpoints_ranking_never_makes_the_run_delete_outside_its_directory(
     assert kept == ["epoch=1-step=6.ckpt"], "its own older checkpoint is still pruned (save_top_k=1)"
 
 
+def test_pruning_owns_only_files_directly_in_its_directory_however_spelled(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from xtrain.core.callbacks import ModelCheckpoint
+
+    run = tmp_path / "run" / "ckpt"
+    run.mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "run")
+    (run / "a.ckpt").write_bytes(b"x")
+    (run / "lnk.ckpt").symlink_to(run / "a.ckpt")
+    monkeypatch.chdir(tmp_path)
+    owns = ModelCheckpoint()._owns
+    assert owns(str(run / "a.ckpt"), run)  # the same spelling: no resolving needed
+    assert owns("run/ckpt/a.ckpt", run), "a relative spelling of the same directory"
+    assert owns(str(tmp_path / "link" / "ckpt" / "a.ckpt"), run), "the directory through a symlink"
+    assert owns(str(run / "a.ckpt"), Path("run/ckpt"))
+    assert not owns(str(run / ".." / "a.ckpt"), run), "'..' leaves the directory"
+    assert not owns(str(run / "lnk.ckpt"), run), "a symlink may point anywhere"
+    assert not owns(str(run / "notes.txt"), run)
+    assert not owns(str(tmp_path / "a.ckpt"), run)
+
+
 class _Scheduled(TinyClassifier):
     def configure_optimizers(self) -> Any:
         opt = torch.optim.SGD(self.parameters(), lr=0.1)

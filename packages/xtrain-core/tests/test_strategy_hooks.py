@@ -97,3 +97,16 @@ def test_join_is_called_after_every_epoch_and_a_returned_rank_s_progress_is_adop
     trainer.max_epochs = 3
     trainer.fit(trainer.module, train)
     assert strategy.joins == 3 and trainer.global_step == 20 and trainer._progress.total_batches == 21
+
+
+def test_a_plugin_read_before_the_strategy_has_it_is_a_config_error_naming_it() -> None:
+    import pytest
+
+    from xtrain.core.errors import ConfigError
+
+    strategy = SingleDeviceStrategy()
+    for name, words in [("accelerator", "accelerator"), ("precision", "precision"), ("checkpoint_io", "checkpoint_io"),
+                        ("module", "module (call setup first)"), ("model", "model (call setup first)")]:
+        with pytest.raises(ConfigError, match=r"has no " + words.replace("(", r"\(").replace(")", r"\)")
+                           + r" yet.*strategy\.connect"):
+            getattr(strategy, name)

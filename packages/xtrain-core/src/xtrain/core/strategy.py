@@ -10,7 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NoReturn, TypeVar
 
 import torch
 from torch import nn
@@ -91,15 +91,18 @@ class Strategy(ABC):
 
     @property
     def accelerator(self) -> Accelerator:
-        return _connected(self._accelerator, "accelerator")
+        value = self._accelerator
+        return value if value is not None else _unconnected("accelerator")
 
     @property
     def precision(self) -> Precision:
-        return _connected(self._precision, "precision")
+        value = self._precision
+        return value if value is not None else _unconnected("precision")
 
     @property
     def checkpoint_io(self) -> CheckpointIO:
-        return _connected(self._checkpoint_io, "checkpoint_io")
+        value = self._checkpoint_io
+        return value if value is not None else _unconnected("checkpoint_io")
 
     @property
     def cluster_environment(self) -> ClusterEnvironment | None:
@@ -200,12 +203,14 @@ class Strategy(ABC):
     @property
     def module(self) -> nn.Module:
         """The user's module, unwrapped."""
-        return _connected(self._module, "module (call setup first)")
+        value = self._module
+        return value if value is not None else _unconnected("module (call setup first)")
 
     @property
     def model(self) -> nn.Module:
         """The module as wrapped by :meth:`wrap_module`."""
-        return _connected(self._model, "model (call setup first)")
+        value = self._model
+        return value if value is not None else _unconnected("model (call setup first)")
 
     def teardown(self) -> None:
         """Release everything set up; the strategy can be set up again afterwards."""
@@ -398,8 +403,7 @@ class Strategy(ABC):
         return f"{type(self).__name__}()"
 
 
-def _connected(value: _T | None, what: str) -> _T:
-    if value is None:
-        raise ConfigError("strategy", None, f"has no {what} yet.",
-                          fix="let Trainer(...) or Engine(...) resolve the strategy, or call strategy.connect(...).")
-    return value
+def _unconnected(what: str) -> NoReturn:
+    """The error for a plugin read before the strategy has it (the properties check inline: they run every step)."""
+    raise ConfigError("strategy", None, f"has no {what} yet.",
+                      fix="let Trainer(...) or Engine(...) resolve the strategy, or call strategy.connect(...).")

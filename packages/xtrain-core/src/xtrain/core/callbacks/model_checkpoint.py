@@ -226,11 +226,14 @@ class ModelCheckpoint(Callback):
         # as the best when it is; ckpt_path="best" in a new process reads it from last.ckpt.
         doomed = self._prune(keep[0]) if keep else []
         self._write(trainer, keep)
+        if not doomed:
+            return
         started_from = _resolved(trainer.ckpt_path)
         for old in doomed:
             # The file the run was started from is the user's: resuming from a best checkpoint for more epochs
             # must not delete it when a better one comes (it leaves the ranking all the same).
-            if old != self.last_model_path and self._owns(old, dirpath) and _resolved(old) != started_from:
+            if (old != self.last_model_path and self._owns(old, dirpath)
+                    and (started_from is None or _resolved(old) != started_from)):
                 trainer.strategy.remove_checkpoint(old)
 
     def _owns(self, path: str, dirpath: Path) -> bool:
@@ -238,8 +241,10 @@ class ModelCheckpoint(Callback):
         comes back from a checkpoint file on resume, and a file must never make the run delete anything else (a
         hostile ``best_k_models`` naming ``/home``; an earlier run's directory after ``dirpath`` changed)."""
         candidate = Path(path)
-        return (candidate.name.endswith(self.FILE_EXTENSION) and not candidate.is_symlink()
-                and candidate.parent.resolve() == dirpath.resolve())
+        if not candidate.name.endswith(self.FILE_EXTENSION) or candidate.is_symlink():
+            return False
+        # The same spelling is the same directory; resolving both (a stat per component) is for the other cases.
+        return candidate.parent == dirpath or candidate.parent.resolve() == dirpath.resolve()
 
     def _worst(self) -> tuple[str, float]:
         pick = max if self.mode == "min" else min

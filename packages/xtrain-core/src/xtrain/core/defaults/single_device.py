@@ -30,7 +30,7 @@ class SingleDeviceStrategy(Strategy):
     @override
     def batch_to_device(self, batch: _T) -> _T:
         if self.root_device.type == "cpu" and isinstance(batch, (list, tuple)) and all(
-            isinstance(t, torch.Tensor) and t.device.type == "cpu" for t in batch
+            isinstance(t, torch.Tensor) and t.is_cpu for t in batch
         ):
             return batch
         return super().batch_to_device(batch)

@@ -48,6 +48,7 @@ class FitLoop:
         self._step_args = step_args(trainer.module.training_step)
         self._prepare = batch_preparer(trainer)
         self._hooked_step = any(module_overrides(trainer.module, name) for name in STEP_HOOKS)
+        self._around_step: tuple[tuple[Any, ...], ...] = ((), (), (), ())  # resolved per epoch, in _batches
         strategy = trainer.strategy
         self._nonfinite = NonFiniteCheck(trainer.on_nonfinite_loss, every=trainer.log_every_n_steps,
                                          gather=strategy.all_gather if strategy.world_size > 1 else None,
@@ -134,6 +135,8 @@ class FitLoop:
         on_start = t._hooks.get("on_train_batch_start")
         on_end = t._hooks.get("on_train_batch_end")
         save_point = t._hooks.get("on_save_point")
+        self._around_step = tuple(t._hooks.get(name) for name in (
+            "on_before_backward", "on_after_backward", "on_before_optimizer_step", "on_before_zero_grad"))
         batch_idx = p.batches_in_epoch
         while batch_idx < total:
             try:
@@ -190,7 +193,7 @@ class FitLoop:
         if accumulating or loss is None:
             return output, False
         optimizer = t.optimizers[0]
-        for fn in t._hooks.get("on_before_optimizer_step"):
+        for fn in self._around_step[2]:
             fn(optimizer)
         if t.skip_optimizer_step:  # a callback dropped this step (e.g. SpikeDetection): no update, no step counted
             t.skip_optimizer_step = False
@@ -199,7 +202,7 @@ class FitLoop:
         if t.gradient_clip_val:
             strategy.clip_gradients(optimizer, value=t.gradient_clip_val, algorithm=t.gradient_clip_algorithm)
         stepped = strategy.optimizer_step(optimizer)
-        for fn in t._hooks.get("on_before_zero_grad"):
+        for fn in self._around_step[3]:
             fn(optimizer)
         optimizer.zero_grad(set_to_none=True)
         t._progress.global_step += 1
@@ -227,10 +230,10 @@ class FitLoop:
             return output, None
         if accumulate > 1:
             loss = loss / accumulate
-        for fn in t._hooks.get("on_before_backward"):
+        for fn in self._around_step[0]:
             fn(loss)
         t.strategy.backward(loss)
-        for fn in t._hooks.get("on_after_backward"):
+        for fn in self._around_step[1]:
             fn()
         return output, loss
 
