@@ -91,8 +91,8 @@ def killme(out: Path, fraction: float) -> None:
             for p in net.parameters():
                 p.fill_(float(i))
         if i == 3 and engine.is_global_zero:
+            print(f"killing during save {i}", flush=True)  # before the timer: a short one may fire at once
             threading.Timer(took * fraction, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
-            print(f"killing during save {i}", flush=True)
         start = time.perf_counter()
         engine.save(path, {"model": net, "i": i})
         if i == 2:  # the first save also pays for imports
