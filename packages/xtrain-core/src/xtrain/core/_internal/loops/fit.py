@@ -48,7 +48,11 @@ class FitLoop:
         self._step_args = step_args(trainer.module.training_step)
         self._prepare = batch_preparer(trainer)
         self._hooked_step = any(module_overrides(trainer.module, name) for name in STEP_HOOKS)
-        self._around_step: tuple[tuple[Any, ...], ...] = ((), (), (), ())  # resolved per epoch, in _batches
+        # The callbacks around backward and the optimizer step, resolved per epoch in _batches (as the batch hooks).
+        self._before_backward: tuple[Any, ...] = ()
+        self._after_backward: tuple[Any, ...] = ()
+        self._before_optimizer_step: tuple[Any, ...] = ()
+        self._before_zero_grad: tuple[Any, ...] = ()
         strategy = trainer.strategy
         self._nonfinite = NonFiniteCheck(trainer.on_nonfinite_loss, every=trainer.log_every_n_steps,
                                          gather=strategy.all_gather if strategy.world_size > 1 else None,
@@ -135,8 +139,10 @@ class FitLoop:
         on_start = t._hooks.get("on_train_batch_start")
         on_end = t._hooks.get("on_train_batch_end")
         save_point = t._hooks.get("on_save_point")
-        self._around_step = tuple(t._hooks.get(name) for name in (
-            "on_before_backward", "on_after_backward", "on_before_optimizer_step", "on_before_zero_grad"))
+        self._before_backward = t._hooks.get("on_before_backward")
+        self._after_backward = t._hooks.get("on_after_backward")
+        self._before_optimizer_step = t._hooks.get("on_before_optimizer_step")
+        self._before_zero_grad = t._hooks.get("on_before_zero_grad")
         batch_idx = p.batches_in_epoch
         while batch_idx < total:
             try:
@@ -193,7 +199,7 @@ class FitLoop:
         if accumulating or loss is None:
             return output, False
         optimizer = t.optimizers[0]
-        for fn in self._around_step[2]:
+        for fn in self._before_optimizer_step:
             fn(optimizer)
         if t.skip_optimizer_step:  # a callback dropped this step (e.g. SpikeDetection): no update, no step counted
             t.skip_optimizer_step = False
@@ -202,7 +208,7 @@ class FitLoop:
         if t.gradient_clip_val:
             strategy.clip_gradients(optimizer, value=t.gradient_clip_val, algorithm=t.gradient_clip_algorithm)
         stepped = strategy.optimizer_step(optimizer)
-        for fn in self._around_step[3]:
+        for fn in self._before_zero_grad:
             fn(optimizer)
         optimizer.zero_grad(set_to_none=True)
         t._progress.global_step += 1
@@ -230,10 +236,10 @@ class FitLoop:
             return output, None
         if accumulate > 1:
             loss = loss / accumulate
-        for fn in self._around_step[0]:
+        for fn in self._before_backward:
             fn(loss)
         t.strategy.backward(loss)
-        for fn in self._around_step[1]:
+        for fn in self._after_backward:
             fn()
         return output, loss
 
