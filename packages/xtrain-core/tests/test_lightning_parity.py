@@ -595,6 +595,7 @@ def test_save_hyperparameters_logger_false_keeps_them_from_the_loggers(tmp_path:
     module = Private()
     quiet(max_steps=1, logger=logger).fit(module, tiny_loaders()[0])
     assert module.hparams.secret == 3 and not (logger.log_dir / "hparams.json").exists()
+    assert not (logger.log_dir / "hparams.yaml").exists()
 
 
 def test_estimated_stepping_batches_inside_configure_optimizers() -> None:

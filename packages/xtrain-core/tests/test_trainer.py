@@ -204,7 +204,7 @@ def test_csv_logger_writes_step_and_epoch_metrics(tmp_path: Path) -> None:
     epoch_rows = [r for r in rows if r.get("train_acc")]
     assert len(epoch_rows) == 2 and float(epoch_rows[0]["train_acc"]) == 0.5
     assert len([r for r in rows if r.get("val_loss")]) == 2
-    assert (logger.log_dir / "hparams.json").is_file()
+    assert (logger.log_dir / "hparams.json").is_file() and (logger.log_dir / "hparams.yaml").is_file()
 
 
 @pytest.mark.parametrize(("kwargs", "argument"), [

@@ -59,9 +59,12 @@ class DataModule(HyperparametersMixin):
         """Read entries back from a checkpoint the Trainer (or :meth:`load_from_checkpoint`) restores."""
 
     @classmethod
-    def load_from_checkpoint(cls, checkpoint_path: str | Path, map_location: Any = None, **kwargs: Any) -> Self:
+    def load_from_checkpoint(cls, checkpoint_path: str | Path, map_location: Any = None,
+                             hparams_file: str | Path | None = None, **kwargs: Any) -> Self:
         """Build the data module from the hyperparameters saved in ``checkpoint_path`` (read with
-        ``weights_only=True``) and restore its :meth:`state_dict`; ``kwargs`` replace saved hyperparameters."""
+        ``weights_only=True``) and restore its :meth:`state_dict`. A ``hparams_file`` (``hparams.yaml``) replaces
+        the saved hyperparameters, as in Lightning; ``kwargs`` replace either."""
         from xtrain.core._internal.load_from_checkpoint import load_datamodule
 
-        return load_datamodule(cls, checkpoint_path, map_location=map_location, overrides=kwargs)
+        return load_datamodule(cls, checkpoint_path, map_location=map_location, overrides=kwargs,
+                               hparams_file=hparams_file)

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from xtrain.core._internal.hparams_file import read_hparams_file
 from xtrain.core._internal.model_setup import mark_configured
 from xtrain.core._internal.restore_apply import short_repr as _short_repr
 from xtrain.core.defaults.torch_io import read_checkpoint_file
@@ -35,7 +36,10 @@ def read_for_loading(path: str | Path, map_location: Any) -> dict[str, Any]:
     return read_checkpoint_file(file, map_location=map_location)
 
 
-def _init_kwargs(cls: type, checkpoint: dict[str, Any], prefix: str, overrides: dict[str, Any]) -> dict[str, Any]:
+def _init_kwargs(cls: type, checkpoint: dict[str, Any], prefix: str, overrides: dict[str, Any],
+                 from_file: dict[str, Any] | None) -> dict[str, Any]:
+    if from_file is not None:  # as Lightning: a hparams_file's values replace the saved ones
+        checkpoint[f"{prefix}hyper_parameters"] = from_file
     saved = checkpoint.get(f"{prefix}hyper_parameters") or {}
     if not isinstance(saved, dict):
         raise CheckpointError(f"checkpoint entry {prefix}hyper_parameters is a {type(saved).__name__}, not a dict.")
@@ -73,8 +77,10 @@ def _construct(cls: type[_T], kwargs: dict[str, Any], path: str | Path) -> _T:
 
 
 def load_module(cls: type[_T], path: str | Path, *, map_location: Any, strict: bool | None,
-                overrides: dict[str, Any]) -> _T:
-    """Build ``cls`` from ``path``'s hyperparameters and load its weights (``strict``: every key must match)."""
+                overrides: dict[str, Any], hparams_file: str | Path | None = None) -> _T:
+    """Build ``cls`` from ``path``'s hyperparameters (or ``hparams_file``'s) and load its weights (``strict``: every
+    key must match)."""
+    from_file = read_hparams_file(hparams_file) if hparams_file is not None else None
     checkpoint = read_for_loading(path, map_location)
     state = checkpoint.get("state_dict")
     if not isinstance(state, dict):
@@ -83,7 +89,7 @@ def load_module(cls: type[_T], path: str | Path, *, map_location: Any, strict: b
     if odd:
         raise CheckpointError(f"checkpoint {str(path)!r}: its state_dict has keys that are not parameter names "
                               f"({', '.join(odd)}); the file is damaged or was not written by xtrain.")
-    module = _construct(cls, _init_kwargs(cls, checkpoint, "", overrides), path)
+    module = _construct(cls, _init_kwargs(cls, checkpoint, "", overrides, from_file), path)
     assert isinstance(module, torch.nn.Module)
     module.configure_model()  # type: ignore[operator]
     mark_configured(module)
@@ -102,10 +108,13 @@ def load_module(cls: type[_T], path: str | Path, *, map_location: Any, strict: b
     return module
 
 
-def load_datamodule(cls: type[_T], path: str | Path, *, map_location: Any, overrides: dict[str, Any]) -> _T:
-    """Build ``cls`` from ``path``'s data module hyperparameters and restore its ``state_dict``."""
+def load_datamodule(cls: type[_T], path: str | Path, *, map_location: Any, overrides: dict[str, Any],
+                    hparams_file: str | Path | None = None) -> _T:
+    """Build ``cls`` from ``path``'s data module hyperparameters (or ``hparams_file``'s) and restore its
+    ``state_dict``."""
+    from_file = read_hparams_file(hparams_file) if hparams_file is not None else None
     checkpoint = read_for_loading(path, map_location)
-    datamodule = _construct(cls, _init_kwargs(cls, checkpoint, "datamodule_", overrides), path)
+    datamodule = _construct(cls, _init_kwargs(cls, checkpoint, "datamodule_", overrides, from_file), path)
     on_load = getattr(datamodule, "on_load_checkpoint", None)
     if on_load is not None:
         on_load(checkpoint)

@@ -34,8 +34,9 @@ class ModuleApiMixin(nn.Module):
 
     # -- loading ---------------------------------------------------------------------------------------------------
     @classmethod
-    def load_from_checkpoint(cls, checkpoint_path: str | Path, map_location: Any = None, hparams_file: None = None,
-                             strict: bool | None = None, **kwargs: Any) -> Self:
+    def load_from_checkpoint(cls, checkpoint_path: str | Path, map_location: Any = None,
+                             hparams_file: str | Path | None = None, strict: bool | None = None,
+                             **kwargs: Any) -> Self:
         """Build the module from the hyperparameters saved in ``checkpoint_path`` and load its weights.
 
         The file is read with ``weights_only=True``, so it can never run code.
@@ -44,19 +45,17 @@ class ModuleApiMixin(nn.Module):
             checkpoint_path: A checkpoint file written by the Trainer (or ``Trainer.save_checkpoint``).
             map_location: Where tensors go (``None``: where they were saved, or the CPU when that device is absent);
                 the module is moved to the device of its loaded weights.
-            hparams_file: Not supported (hyperparameters are read from the checkpoint); must be ``None``.
+            hparams_file: A ``hparams.yaml`` (or ``.yml``/``.json``) whose values replace the hyperparameters saved
+                in the checkpoint, as in Lightning; read with ``yaml.safe_load`` (it cannot build Python objects).
+                The file loggers write one into the run's directory.
             strict: Require the checkpoint's keys to match the module's exactly (default ``True``; ``False`` warns
                 about the keys that differ).
-            kwargs: Constructor arguments that replace (or add to) the saved hyperparameters.
+            kwargs: Constructor arguments that replace (or add to) the saved hyperparameters (and the file's).
         """
         from xtrain.core._internal.load_from_checkpoint import load_module
 
-        if hparams_file is not None:
-            from xtrain.core.errors import ConfigError
-
-            raise ConfigError("hparams_file", hparams_file, "is not supported: checkpoints hold the hyperparameters.",
-                              fix="drop hparams_file and pass changed hyperparameters as keyword arguments.")
-        return load_module(cls, checkpoint_path, map_location=map_location, strict=strict, overrides=kwargs)
+        return load_module(cls, checkpoint_path, map_location=map_location, strict=strict, overrides=kwargs,
+                           hparams_file=hparams_file)
 
     # -- where the module runs -------------------------------------------------------------------------------------
     @property

@@ -33,7 +33,7 @@ def _whole_counters(row: dict[str, Any]) -> dict[str, Any]:
 
 
 class CSVLogger(Logger):
-    """Writes ``metrics.csv`` (one row per logged step) and ``hparams.json`` to :attr:`log_dir`.
+    """Writes ``metrics.csv`` (one row per logged step), ``hparams.yaml`` and ``hparams.json`` to :attr:`log_dir`.
 
     Rows are appended as they come, each passed to the operating system at once (a crash of the process loses
     none); the file stays open between rows (opening it per row cost ~0.1 ms of the training thread) and is
@@ -101,8 +101,12 @@ class CSVLogger(Logger):
 
     @override
     def log_hyperparams(self, params: dict[str, Any]) -> None:
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        (self.log_dir / "hparams.json").write_text(json.dumps(params, indent=2, default=repr))
+        """Write ``hparams.yaml`` (as Lightning's CSVLogger; ``load_from_checkpoint(hparams_file=...)`` reads it) and
+        ``hparams.json`` (xtrain 1.0's file) to :attr:`log_dir`."""
+        from xtrain.core._internal.hparams_file import plain_hparams, write_hparams_yaml
+
+        write_hparams_yaml(self.log_dir / "hparams.yaml", params)
+        (self.log_dir / "hparams.json").write_text(json.dumps(plain_hparams(params), indent=2))
 
     @override
     def state_dict(self) -> dict[str, Any]:

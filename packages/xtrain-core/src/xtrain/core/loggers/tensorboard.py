@@ -57,8 +57,13 @@ class TensorBoardLogger(Logger):
 
     @override
     def log_hyperparams(self, params: dict[str, Any]) -> None:
+        """Record them in the event file (TensorBoard's HPARAMS tab) and in ``hparams.yaml`` beside it, as
+        Lightning's TensorBoardLogger does (``load_from_checkpoint(hparams_file=...)`` reads it)."""
         from torch.utils.tensorboard.summary import hparams
 
+        from xtrain.core._internal.hparams_file import write_hparams_yaml
+
+        write_hparams_yaml(self.log_dir / "hparams.yaml", params)
         writer = self.experiment
         for summary in hparams(_scalar_hparams(params), {}):
             writer._get_file_writer().add_summary(summary)

@@ -1,0 +1,115 @@
+"""The ``hparams.yaml`` a file logger leaves beside its metrics, and reading one back for ``load_from_checkpoint``.
+
+Lightning's CSV and TensorBoard loggers write ``hparams.yaml`` into the run's directory, and scripts read it (to
+rebuild a model, to tabulate runs) or pass it as ``load_from_checkpoint(..., hparams_file=...)``. The file holds
+plain values only: nested dicts and lists of numbers, strings, booleans and ``None``; anything else is written as
+its ``str`` (a path) or ``repr``, so the file can always be read back without running code. With PyYAML installed
+it is block YAML; without it, JSON, which every YAML reader also reads.
+
+Reading accepts ``.yaml``/``.yml`` (``yaml.safe_load``: tags that build Python objects are refused) and ``.json``.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+from argparse import Namespace
+from collections.abc import Mapping
+from pathlib import Path, PurePath
+from typing import Any
+
+from xtrain.core.errors import CheckpointError, ConfigError
+
+__all__ = ["HPARAMS_SUFFIXES", "plain_hparams", "read_hparams_file", "write_hparams_yaml"]
+
+HPARAMS_SUFFIXES = (".yaml", ".yml", ".json")
+_LARGEST = 16 << 20
+
+
+def plain_hparams(value: Any) -> Any:
+    """``value`` as nested dicts/lists of plain values (a Namespace as a dict, a path as its string, an enum as its
+    value; anything else as its ``repr``)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, Namespace):
+        value = vars(value)
+    if isinstance(value, Mapping):
+        return {str(key): plain_hparams(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain_hparams(item) for item in value]
+    if isinstance(value, PurePath):
+        return str(value)
+    if isinstance(value, enum.Enum):
+        return plain_hparams(value.value)
+    return repr(value)
+
+
+def write_hparams_yaml(path: Path, params: Mapping[str, Any]) -> None:
+    """Write ``params`` to ``path`` (replaced whole: a reader never sees half a file)."""
+    plain = plain_hparams(params)
+    yaml = _yaml()
+    if yaml is None:
+        text = json.dumps(plain, indent=2) + "\n"
+    else:
+        text = yaml.safe_dump(plain, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def read_hparams_file(path: str | Path) -> dict[str, Any]:
+    """The hyperparameters in ``path`` (``hparams_file`` of ``load_from_checkpoint``), read without running code.
+
+    Raises:
+        ConfigError: ``path`` does not end in ``.yaml``, ``.yml`` or ``.json``.
+        CheckpointError: It cannot be read, is not YAML/JSON, or does not hold a mapping with string keys.
+    """
+    file = Path(path)
+    suffix = file.suffix.lower()
+    if suffix not in HPARAMS_SUFFIXES:
+        raise ConfigError("hparams_file", str(path), "is not a hyperparameters file xtrain reads.",
+                          choices=HPARAMS_SUFFIXES, fix="pass the run's hparams.yaml (its logger writes it).")
+    try:
+        size = file.stat().st_size
+        if size > _LARGEST:
+            raise CheckpointError(f"hparams_file {str(file)!r} is {size} bytes; a hyperparameters file is a few "
+                                  f"kilobytes (at most {_LARGEST}). Check the path: it should be the run's "
+                                  f"hparams.yaml.")
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"hparams_file {str(file)!r} cannot be read ({type(err).__name__}: {err}). Pass the "
+                              f"hparams.yaml of the run (in its logger's directory), or drop hparams_file to use "
+                              f"the hyperparameters the checkpoint holds.") from None
+    loaded = _parse(file, text, suffix)
+    if loaded is None:
+        loaded = {}
+    if not isinstance(loaded, dict) or not all(isinstance(key, str) for key in loaded):
+        raise CheckpointError(f"hparams_file {str(file)!r} holds a {type(loaded).__name__}, not a mapping of names to "
+                              f"values. It must look like 'lr: 0.01' per line (YAML) or {{\"lr\": 0.01}} (JSON).")
+    return loaded
+
+
+def _yaml() -> Any:
+    try:
+        import yaml
+    except ImportError:
+        return None
+    return yaml
+
+
+def _parse(file: Path, text: str, suffix: str) -> Any:
+    if suffix != ".json":
+        yaml = _yaml()
+        if yaml is not None:
+            try:
+                return yaml.safe_load(text)
+            except yaml.YAMLError as err:
+                raise CheckpointError(f"hparams_file {str(file)!r} is not valid YAML, or uses a tag that would build a "
+                                      f"Python object (refused): {str(err)[:300]}") from None
+    try:
+        return json.loads(text)
+    except ValueError as err:
+        fix = "" if suffix == ".json" else " Install PyYAML to read YAML that is not JSON: pip install pyyaml."
+        raise CheckpointError(f"hparams_file {str(file)!r} could not be parsed ({err}).{fix}") from None
