@@ -33,6 +33,32 @@ def test_ddp_positional_datamodule_all_gather_and_manual_global_step(tmp_path: P
         assert out["rank_zero_only"] == rank
 
 
+@pytest.mark.timeout(200)
+def test_ddp_splits_a_custom_batch_sampler_by_whole_batches_and_sets_its_epoch(tmp_path: Path) -> None:
+    """A bucketing batch sampler under ddp: each rank trains on every other of its batches, unchanged (every rank used
+    to train on all of them), and set_epoch reaches it each epoch, as in Lightning."""
+    import sys
+
+    sys.path.insert(0, str(Path(SCRIPT).parent))
+    from parity_ranks import Buckets
+
+    result = run_processes([python_command(SCRIPT, "bucketed", str(tmp_path))], timeout=180, cwd=tmp_path)
+    assert result.returncodes == [0], result.output
+    assert not leftover_processes(result)
+    ranks = [json.loads((tmp_path / f"bucketed{rank}.json").read_text()) for rank in (0, 1)]
+    keys = list(range(40))
+    for epoch in (0, 1):
+        sampler = Buckets(keys, batch_size=4)
+        sampler.set_epoch(epoch)
+        batches = list(sampler)  # 12 batches: 6 a rank
+        per_rank = len(batches) // 2
+        for rank, out in enumerate(ranks):
+            assert out["seen"][epoch * per_rank:(epoch + 1) * per_rank] == batches[rank::2]
+    for out in ranks:
+        assert out["epochs"] == [0, 1] and out["steps"] == 12
+    assert ranks[0]["weights"] == ranks[1]["weights"]
+
+
 @pytest.mark.lightning_spawn
 @pytest.mark.timeout(200)
 @pytest.mark.skipif(os.environ.get("XTRAIN_LIGHTNING_SPAWN") != "1", reason="nox -s lightning_spawn runs it")

@@ -2,7 +2,8 @@
 
 ``ddp``: fit(model, datamodule) positional, all_gather, manual optimization with two optimizers (global_step counts
 optimizer steps), rank_zero_only. ``ddp_spawn``: the caller's log_dir is the workers' version, and a test() after fit
-logs into the same version directory.
+logs into the same version directory. ``bucketed``: a custom batch sampler (bucketing, with set_epoch) is split across
+the ranks by whole batches, and told each epoch.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.utils.data import BatchSampler, DataLoader, SequentialSampler, TensorDataset
 
 from xtrain.core import CSVLogger, Trainer, seed_everything
 from xtrain.core.rank_zero import rank_zero_only
@@ -65,5 +67,57 @@ def ddp_spawn(root: str) -> None:
                                                     "versions": versions}))
 
 
+class Buckets(BatchSampler):
+    """Batches of samples with equal ``key % 3`` (a bucketing sampler), in an order that depends on the epoch."""
+
+    def __init__(self, keys: list[int], batch_size: int) -> None:
+        super().__init__(SequentialSampler(keys), batch_size, drop_last=False)
+        self.keys = keys
+        self.epochs: list[int] = []
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epochs.append(epoch)
+        self.epoch = epoch
+
+    def _batches(self) -> list[list[int]]:
+        out: list[list[int]] = []
+        for bucket in range(3):
+            members = [i for i in self.sampler if self.keys[i] % 3 == bucket]
+            out += [members[j:j + self.batch_size] for j in range(0, len(members), self.batch_size)]
+        shift = self.epoch % len(out)
+        return out[shift:] + out[:shift]
+
+    def __iter__(self) -> Any:
+        return iter(self._batches())
+
+    def __len__(self) -> int:
+        return len(self._batches())
+
+
+class Seen(TinyClassifier):
+    def __init__(self) -> None:
+        super().__init__(features=1)
+        self.seen: list[list[int]] = []
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        x, y = batch
+        self.seen.append([int(v) for v in x.reshape(-1)])
+        return torch.nn.functional.cross_entropy(self(x), y)
+
+
+def bucketed(root: str) -> None:
+    seed_everything(0)
+    keys = list(range(40))
+    data = TensorDataset(torch.tensor(keys, dtype=torch.float32).reshape(-1, 1), torch.tensor(keys) % 4)
+    sampler = Buckets(keys, batch_size=4)
+    module = Seen()
+    trainer = quiet(strategy="ddp", max_epochs=2, logger=False)
+    trainer.fit(module, DataLoader(data, batch_sampler=sampler))
+    out = {"seen": module.seen, "epochs": sampler.epochs, "steps": trainer.global_step,
+           "weights": [float(p.sum()) for p in module.parameters()]}
+    Path(root, f"bucketed{trainer.global_rank}.json").write_text(json.dumps(out))
+
+
 if __name__ == "__main__":
-    {"ddp": ddp, "ddp_spawn": ddp_spawn}[sys.argv[1]](sys.argv[2])
+    {"ddp": ddp, "ddp_spawn": ddp_spawn, "bucketed": bucketed}[sys.argv[1]](sys.argv[2])

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import pickle
 import re
 import threading
@@ -46,8 +47,15 @@ def test_tensorboard_event_files_hold_the_logged_scalars(tmp_path: Path) -> None
     assert all(e.value == pytest.approx(0.1) for e in acc.Scalars("lr-SGD"))
 
 
-def test_tensorboard_resume_purges_steps_after_the_checkpoint(tmp_path: Path) -> None:
+@pytest.mark.parametrize("files_before", [0, 9])
+def test_tensorboard_resume_purges_steps_after_the_checkpoint(tmp_path: Path, files_before: int,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """``files_before=9``: the process had opened 9 event files, so the two files of this test are its 10th and 11th
+    (their names once sorted ".10." before ".9.", and TensorBoard read the resumed events first)."""
     event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    from xtrain.core._internal import event_file
+
+    monkeypatch.setattr(event_file, "_UIDS", itertools.count(files_before))
     logger = TensorBoardLogger(tmp_path, version=0)
     logger.log_metrics({"x": 1.0}, 1)
     logger.log_metrics({"x": 2.0}, 2)

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from xtrain.core._internal.apply import apply_to_tensors, numbers_to_tensors
-from xtrain.core._internal.data import prepare_dataloader, resumable_sampler
+from xtrain.core._internal.data import prepare_dataloader, resumable_sampler, set_sampler_epoch
 from xtrain.core._internal.engine_module import EngineModule, unwrap
 from xtrain.core._internal.hang import DEFAULT_HANG_TIMEOUT, parse_hang_timeout
 from xtrain.core._internal.manifest import write_manifest
@@ -56,6 +56,8 @@ class _DeviceLoader:
         sampler = resumable_sampler(self.loader)
         if sampler is not None:
             sampler.set_epoch(self._epoch)
+        else:
+            set_sampler_epoch(self.loader, self._epoch)
         where = self._where
         where[0], where[1] = self._epoch, -1
         self._epoch += 1

@@ -22,7 +22,10 @@ from xtrain.core.errors import ConfigError
 from xtrain.core.seed import exported_seed
 
 __all__ = ["batch_limit", "check_train_batches", "copy_dataloader", "length", "prepare_dataloader",
-           "resumable_sampler", "warn_empty_eval"]
+           "resumable_sampler", "set_sampler_epoch", "warn_empty_eval"]
+
+
+_REPLACEABLE = (RandomSampler, SequentialSampler, DistributedSampler)
 
 
 def copy_dataloader(loader: DataLoader[Any], **attrs: Any) -> DataLoader[Any]:
@@ -39,29 +42,31 @@ def prepare_dataloader(loader: Any, *, distributed: dict[str, int] | None, use_d
     """Return ``loader`` with its sampler replaced by a :class:`ResumableSampler` where that is possible.
 
     Samplers we do not know (custom ones) are left alone, except under a distributed strategy, where each rank gets
-    its share of what they yield (:class:`~xtrain.core._internal.sharded_sampler.ShardedSampler`); a custom batch
-    sampler is used as is there, with a warning.
+    its share of what they yield (:class:`~xtrain.core._internal.sharded_sampler.ShardedSampler`), and of a custom
+    batch sampler's batches (``ShardedBatchSampler``).
     """
     if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
         return loader
     batch_sampler = loader.batch_sampler
     if batch_sampler is None or type(batch_sampler) is not BatchSampler:
         if distributed is not None and use_distributed_sampler:
-            warnings.warn("a dataloader with a custom batch_sampler is used as is: every rank sees all its batches. "
-                          "Shard the data yourself or use a plain sampler.", UserWarning, stacklevel=3)
+            return _split_batch_sampler(loader, batch_sampler, distributed)
         return loader
     sampler = batch_sampler.sampler
     shard = distributed if use_distributed_sampler else None
     kwargs: dict[str, Any]
-    if isinstance(sampler, RandomSampler):
+    torchs = type(sampler) in _REPLACEABLE  # a subclass may order its samples otherwise: it is the user's own
+    if torchs and isinstance(sampler, RandomSampler):
         if sampler.replacement or sampler._num_samples is not None:
             return loader
         kwargs = {"shuffle": True, "generator": sampler.generator, "seed": exported_seed()}
-    elif isinstance(sampler, SequentialSampler):
+    elif torchs and isinstance(sampler, SequentialSampler):
         kwargs = {"shuffle": False}
-    elif isinstance(sampler, DistributedSampler):
+    elif torchs and isinstance(sampler, DistributedSampler):
         kwargs = {"shuffle": sampler.shuffle, "seed": sampler.seed, "drop_last": sampler.drop_last}
         shard = {"num_replicas": sampler.num_replicas, "rank": sampler.rank}
+    elif isinstance(sampler, DistributedSampler):  # the user's own sharding
+        return loader
     else:
         if shard is None:
             return loader
@@ -83,6 +88,37 @@ def prepare_dataloader(loader: Any, *, distributed: dict[str, int] | None, use_d
         return copy_dataloader(loader, sampler=new_sampler, batch_sampler=seeded, dataset=SeededDataset(loader.dataset))
     return copy_dataloader(loader, sampler=new_sampler,
                  batch_sampler=BatchSampler(new_sampler, batch_sampler.batch_size, batch_sampler.drop_last))
+
+
+def _split_batch_sampler(loader: DataLoader[Any], batch_sampler: Iterable[Any] | None,
+                         distributed: dict[str, int]) -> Any:
+    """A custom batch sampler under a distributed strategy: each rank gets its share of the batches (without one,
+    ``batch_size=None``: of the samples). One over a ``DistributedSampler`` (the user sharded already) stays as it is;
+    one without a length cannot be split evenly, so it stays as it is, with a warning."""
+    from xtrain.core._internal.sharded_sampler import ShardedBatchSampler, ShardedSampler
+
+    source = loader.sampler if batch_sampler is None else batch_sampler
+    if isinstance(getattr(source, "sampler", source), DistributedSampler):
+        return loader
+    if not isinstance(source, Sized):
+        warnings.warn(f"the {'sampler' if batch_sampler is None else 'batch sampler'} {type(source).__name__} has no "
+                      f"length, so it is used as is: every rank sees all of it. Shard the data yourself or give it a "
+                      f"__len__.", UserWarning, stacklevel=4)
+        return loader
+    replicas, rank = distributed["num_replicas"], distributed["rank"]
+    if batch_sampler is None:
+        return copy_dataloader(loader, sampler=ShardedSampler(loader.sampler, num_replicas=replicas, rank=rank))
+    return copy_dataloader(loader, batch_sampler=ShardedBatchSampler(batch_sampler, num_replicas=replicas, rank=rank))
+
+
+def set_sampler_epoch(loader: Any, epoch: int) -> None:
+    """Call ``set_epoch(epoch)`` on a dataloader's ``sampler``, ``batch_sampler`` and that one's ``sampler``, where
+    they have one. Lightning does so every epoch, and a user's distributed-aware sampler reshuffles by it (without,
+    every epoch repeated the first one's order)."""
+    from xtrain.core._internal.sharded_sampler import tell_epoch
+
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    tell_epoch(epoch, getattr(loader, "sampler", None), batch_sampler, getattr(batch_sampler, "sampler", None))
 
 
 def resumable_sampler(loader: Any) -> ResumableSampler | None:

@@ -56,7 +56,9 @@ class EventFile:
         stem = f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}"
         while True:
             try:
-                self._file = open(os.path.join(self._logdir, f"{stem}.{next(_UIDS)}.xtrain{self._suffix}"), "xb")  # noqa: SIM115
+                # Zero-padded: TensorBoard reads a directory's files in name order, and within one second ".10." sorted
+                # before ".9." put a resumed run's events before the ones it replaces.
+                self._file = open(os.path.join(self._logdir, f"{stem}.{next(_UIDS):08d}.xtrain{self._suffix}"), "xb")  # noqa: SIM115
                 break
             except FileExistsError:
                 continue

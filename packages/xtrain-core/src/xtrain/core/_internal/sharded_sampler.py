@@ -1,7 +1,8 @@
-"""A user's own sampler split across ranks, as Lightning and Fabric do with custom samplers.
+"""A user's own sampler or batch sampler split across ranks, as Lightning, Fabric and Accelerate do with custom ones.
 
 Without it, a ``SubsetRandomSampler`` (k-fold cross-validation, say) under ``ddp`` gave every rank all of its samples:
-the work was done ``world_size`` times and summed metrics doubled.
+the work was done ``world_size`` times and summed metrics doubled. A custom batch sampler (bucketing by length,
+say) is split by whole batches, so its batches stay as it built them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,19 @@ from typing import Any
 
 from torch.utils.data import Sampler
 
-__all__ = ["ShardedSampler"]
+__all__ = ["ShardedBatchSampler", "ShardedSampler", "tell_epoch"]
+
+
+def tell_epoch(epoch: int, *owners: object) -> None:
+    """Call ``set_epoch(epoch)`` once on each distinct object of ``owners`` that has one (``None`` is skipped)."""
+    done: list[object] = []
+    for owner in owners:
+        if owner is None or any(owner is d for d in done):
+            continue
+        done.append(owner)
+        set_epoch = getattr(owner, "set_epoch", None)
+        if callable(set_epoch):
+            set_epoch(epoch)
 
 
 class ShardedSampler(Sampler[Any]):
@@ -48,3 +61,33 @@ class ShardedSampler(Sampler[Any]):
         if not self.drop_last and indices and total > len(indices):
             indices += (indices * math.ceil((total - len(indices)) / len(indices)))[:total - len(indices)]
         return iter(indices[self.rank:total:self.num_replicas])
+
+
+class ShardedBatchSampler(Sampler[Any]):
+    """This rank's share of the batches ``batch_sampler`` yields each epoch: every ``num_replicas``-th from ``rank``.
+
+    Batches are not rebuilt (a bucketing sampler's batches stay as it made them), and the batch sampler is not
+    re-instantiated (its other arguments would be lost). The list is padded from its start to a multiple of
+    ``num_replicas``, so every rank runs the same number of steps (a rank with one step more would hang the others
+    in their gradient all-reduce).
+    """
+
+    def __init__(self, batch_sampler: Iterable[Any], *, num_replicas: int, rank: int) -> None:
+        self.batch_sampler = batch_sampler
+        self.num_replicas = num_replicas
+        self.rank = rank
+
+    def __len__(self) -> int:
+        assert isinstance(self.batch_sampler, Sized)  # prepare_dataloader splits only batch samplers with a length
+        return math.ceil(len(self.batch_sampler) / self.num_replicas)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Passed on to the batch sampler and to its sampler, where they have one."""
+        tell_epoch(epoch, self.batch_sampler, getattr(self.batch_sampler, "sampler", None))
+
+    def __iter__(self) -> Iterator[Any]:
+        batches = list(self.batch_sampler)
+        total = len(self) * self.num_replicas
+        if batches and total > len(batches):
+            batches += (batches * math.ceil((total - len(batches)) / len(batches)))[:total - len(batches)]
+        return iter(batches[self.rank:total:self.num_replicas])

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from xtrain.core._internal.data import resumable_sampler
+from xtrain.core._internal.data import resumable_sampler, set_sampler_epoch
 from xtrain.core._internal.hook_overrides import batch_preparer, module_overrides
 from xtrain.core._internal.loops.hooked_step import STEP_HOOKS, hooked_optimizer_step
 from xtrain.core._internal.nonfinite import NonFiniteCheck
@@ -101,6 +101,8 @@ class FitLoop:
             sampler.set_epoch(p.epoch)
             if resumed:
                 self._resume_sampler(loader, sampler)
+        else:
+            set_sampler_epoch(loader, p.epoch)
         data = iter(loader)
         if resumed:
             if sampler is None:
