@@ -30,6 +30,8 @@ def test_ddp_positional_datamodule_all_gather_and_manual_global_step(tmp_path: P
         assert out["datamodule"] == "TinyData"
         assert out["global_step"] == 6  # 3 batches, 2 optimizer steps each
         assert out["gathered"] == [[2, 2]] * 3  # (world_size, *shape)
+        assert out["scalars"] == {"plain": [10.0, 11.0], "sync_grads": [10.0, 11.0], "grad": 2.0,
+                                  "nested": {"a": [2], "b": [2, 2], "c": [2]}}
         assert out["rank_zero_only"] == rank
 
 
@@ -57,6 +59,17 @@ def test_ddp_splits_a_custom_batch_sampler_by_whole_batches_and_sets_its_epoch(t
     for out in ranks:
         assert out["epochs"] == [0, 1] and out["steps"] == 12
     assert ranks[0]["weights"] == ranks[1]["weights"]
+
+
+@pytest.mark.timeout(200)
+def test_ddp_max_time_stops_every_rank_at_the_same_step(tmp_path: Path) -> None:
+    """Rank 1 starts its clock 0.8 s after rank 0: each rank's own clock stopped rank 0 several steps before rank 1,
+    which then waited in its gradient all-reduce for a rank that had left the loop. Rank 0's clock decides now."""
+    result = run_processes([python_command(SCRIPT, "max_time", str(tmp_path))], timeout=120, cwd=tmp_path)
+    assert result.returncodes == [0], result.output
+    assert not leftover_processes(result)
+    steps = [json.loads((tmp_path / f"max_time{rank}.json").read_text())["steps"] for rank in (0, 1)]
+    assert steps[0] == steps[1] > 0
 
 
 @pytest.mark.lightning_spawn

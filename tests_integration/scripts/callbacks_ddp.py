@@ -72,7 +72,7 @@ class Writer(BasePredictionWriter):
         torch.save({"prediction": prediction, "indices": batch_indices},
                    OUT / f"pred_batch_rank{trainer.global_rank}_{batch_idx}.pt")
 
-    def write_on_epoch_end(self, trainer: Trainer, module: TrainModule, predictions: list[list[Any]],
+    def write_on_epoch_end(self, trainer: Trainer, module: TrainModule, predictions: list[Any],
                            batch_indices: list[list[list[int] | None]]) -> None:
         torch.save({"predictions": predictions, "indices": batch_indices},
                    OUT / f"pred_epoch_rank{trainer.global_rank}.pt")

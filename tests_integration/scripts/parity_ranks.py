@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import sys
+import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +28,19 @@ class TwoOptimizers(TinyClassifier):
         super().__init__()
         self.automatic_optimization = False
         self.gathered: list[list[int]] = []
+        self.scalars: dict[str, Any] = {}
 
     def training_step(self, batch: Any) -> None:  # type: ignore[override]
         x, y = batch
         self.gathered.append(list(self.all_gather(torch.tensor([self.global_rank, len(y)])).shape))
+        if not self.scalars:  # 0-dim values gather to (world_size,), as in Lightning; with sync_grads too
+            value = torch.tensor(10.0 + self.global_rank, requires_grad=True)
+            with_grads = self.all_gather(value, sync_grads=True)
+            with_grads.sum().backward()
+            nested = self.all_gather({"a": torch.tensor(1.0), "b": torch.zeros(2), "c": 2.5})
+            self.scalars = {"plain": self.all_gather(torch.tensor(10.0 + self.global_rank)).tolist(),
+                            "sync_grads": with_grads.tolist(), "grad": float(value.grad),  # type: ignore[arg-type]
+                            "nested": {k: list(v.shape) for k, v in nested.items()}}
         for opt in self.optimizers():
             with self.toggled_optimizer(opt):
                 loss = torch.nn.functional.cross_entropy(self(x), y)
@@ -51,7 +62,8 @@ def ddp(root: str) -> None:
     module = TwoOptimizers()
     trainer = quiet(strategy="ddp", max_epochs=1, limit_train_batches=3, logger=False)
     trainer.fit(module, TinyData(batch_size=8))
-    out = {"global_step": trainer.global_step, "gathered": module.gathered, "rank_zero_only": rank_zero_only.rank,
+    out = {"global_step": trainer.global_step, "gathered": module.gathered, "scalars": module.scalars,
+           "rank_zero_only": rank_zero_only.rank,
            "datamodule": type(trainer.datamodule).__name__}
     Path(root, f"rank{trainer.global_rank}.json").write_text(json.dumps(out))
 
@@ -119,5 +131,25 @@ def bucketed(root: str) -> None:
     Path(root, f"bucketed{trainer.global_rank}.json").write_text(json.dumps(out))
 
 
+class SlowSteps(TinyClassifier):
+    """Rank 1 reaches the training loop 0.8 s after rank 0 (so its own clock would give it 0.8 s more)."""
+
+    def on_fit_start(self) -> None:
+        if self.global_rank == 1:
+            time.sleep(0.8)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        time.sleep(0.05)
+        return super().training_step(batch, batch_idx)
+
+
+def max_time(root: str) -> None:
+    seed_everything(0)
+    trainer = quiet(strategy="ddp", max_epochs=100, max_time=timedelta(seconds=1.5), logger=False,
+                    num_sanity_val_steps=0)
+    trainer.fit(SlowSteps(), TinyData(batch_size=8))
+    Path(root, f"max_time{trainer.global_rank}.json").write_text(json.dumps({"steps": trainer.global_step}))
+
+
 if __name__ == "__main__":
-    {"ddp": ddp, "ddp_spawn": ddp_spawn, "bucketed": bucketed}[sys.argv[1]](sys.argv[2])
+    {"ddp": ddp, "ddp_spawn": ddp_spawn, "bucketed": bucketed, "max_time": max_time}[sys.argv[1]](sys.argv[2])

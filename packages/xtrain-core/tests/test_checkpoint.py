@@ -107,6 +107,7 @@ def test_model_checkpoint_keeps_the_best_k(tmp_path: Path) -> None:
             self.log("score", float([5, 1, 4, 2, 3][self.current_epoch]))
 
     cb = ModelCheckpoint(monitor="score", mode="min", save_top_k=2, filename="{epoch}-{score:.1f}")
+    assert cb.dirpath is None and cb.kth_best_model_path == "" and cb.kth_value.item() == float("inf")
     train, val = tiny_loaders()
     Trainer(max_epochs=5, default_root_dir=tmp_path, callbacks=[cb], logger=False, enable_progress_bar=False,
             num_sanity_val_steps=0, limit_train_batches=2).fit(Scripted(), train, val)
@@ -114,6 +115,9 @@ def test_model_checkpoint_keeps_the_best_k(tmp_path: Path) -> None:
     assert names == ["epoch=1-score=1.0.ckpt", "epoch=3-score=2.0.ckpt"]
     assert cb.best_model_path.endswith("epoch=1-score=1.0.ckpt")
     assert cb.best_model_score is not None and cb.best_model_score.item() == 1.0  # a tensor, as in Lightning
+    # As in Lightning: the kept file that goes next, and the directory the run used (it was not given)
+    assert cb.kth_best_model_path.endswith("epoch=3-score=2.0.ckpt") and cb.kth_value.item() == 2.0
+    assert cb.dirpath == tmp_path / "checkpoints" and sorted(p.name for p in cb.dirpath.iterdir()) == names
 
 
 def test_a_monitor_that_is_never_logged_is_a_config_error(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from argparse import Namespace
 from pathlib import Path
 from typing import Any
@@ -438,6 +439,9 @@ def test_early_stopping_parameters(capsys: pytest.CaptureFixture[str]) -> None:
     trainer = quiet(max_epochs=5, callbacks=[stop])
     trainer.fit(TinyClassifier(), train, val)
     assert trainer.current_epoch == 1 and "stopping threshold" in capsys.readouterr().out
+    assert isinstance(stop.best_score, torch.Tensor)  # as Lightning's: scripts call .item() on it
+    assert stop.best_score.item() == float("inf")  # the threshold stopped it before a best was kept, as Lightning
+    assert stop.state_dict()["best_score"] == stop.best_score.item()  # a plain float in the checkpoint
 
 
 # -- (j) Trainer flags ----------------------------------------------------------------------------------------------
@@ -598,6 +602,53 @@ def test_save_hyperparameters_logger_false_keeps_them_from_the_loggers(tmp_path:
     assert not (logger.log_dir / "hparams.yaml").exists()
 
 
+class _ValSteps(Callback):
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+
+    def on_validation_end(self, trainer: Trainer, module: TrainModule) -> None:
+        self.steps.append(trainer.global_step)
+
+
+def test_a_stop_requested_mid_epoch_validates_and_saves_that_epoch_first(tmp_path: Path) -> None:
+    """As Lightning: should_stop set at a batch's end mid-epoch runs that epoch's validation, then the epoch's
+    checkpoint is saved (ranked by it); training used to end without either."""
+    from xtrain.core import ModelCheckpoint
+
+    class StopAt(Callback):
+        def on_train_batch_end(self, trainer: Trainer, module: TrainModule, outputs: Any, batch: Any,
+                               batch_idx: int) -> None:
+            if trainer.global_step == 6:
+                trainer.should_stop = True
+
+    val = _ValSteps()
+    ck = ModelCheckpoint(dirpath=tmp_path, monitor="val_loss", save_top_k=-1, filename="{epoch}-{step}")
+    trainer = quiet(max_epochs=3, enable_checkpointing=True, callbacks=[StopAt(), val, ck])
+    trainer.fit(TinyClassifier(), *tiny_loaders())
+    assert trainer.global_step == 6 and val.steps == [4, 6]  # 4 batches an epoch: validation at 4, then at the stop
+    assert sorted(p.name for p in tmp_path.glob("*.ckpt")) == ["epoch=0-step=4.ckpt", "epoch=1-step=6.ckpt"]
+
+
+def test_max_time_validates_and_saves_where_it_stops(tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from xtrain.core import ModelCheckpoint
+
+    class Slow(TinyClassifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            time.sleep(0.05)
+            return super().training_step(batch, batch_idx)
+
+    val = _ValSteps()
+    ck = ModelCheckpoint(dirpath=tmp_path, monitor="val_loss", filename="{step}")
+    trainer = quiet(max_epochs=1, limit_train_batches=100, max_time=timedelta(seconds=0.5), enable_checkpointing=True,
+                    callbacks=[val, ck])
+    trainer.fit(Slow(), *tiny_loaders(n=2000))
+    assert 0 < trainer.global_step < 100 and trainer.should_stop
+    assert val.steps == [trainer.global_step]
+    assert ck.best_model_path.endswith(f"step={trainer.global_step}.ckpt")
+
+
 def test_estimated_stepping_batches_inside_configure_optimizers() -> None:
     seen: list[int | float] = []
 
@@ -613,6 +664,9 @@ def test_estimated_stepping_batches_inside_configure_optimizers() -> None:
     trainer.fit(OneCycle(), dm)
     assert seen == [6] and trainer.global_step == 6 and dm.trainer is trainer
     assert quiet(max_steps=5, max_epochs=-1).estimated_stepping_batches == 5
+    with pytest.raises(ConfigError, match=r"estimated_stepping_batches=None: is read before fit\(\).*Fix: read "
+                                          r"trainer.estimated_stepping_batches inside configure_optimizers"):
+        _ = quiet(max_epochs=3).estimated_stepping_batches  # it said the dataloader had no length
 
 
 def test_test_without_a_model_after_fit_uses_the_best_checkpoint(tmp_path: Path) -> None:

@@ -131,6 +131,50 @@ def test_a_prediction_writer_still_sees_every_predict_loader() -> None:
     assert trainer.predict_dataloaders == [first, second]
 
 
+def test_an_epoch_writer_gets_a_flat_list_for_one_loader_and_return_predictions_false_keeps_none() -> None:
+    """As Lightning: ``write_on_epoch_end`` receives one entry per batch with one dataloader (a list per dataloader
+    with several; ``batch_indices`` always nested), and ``predict(return_predictions=False)`` returns ``None``."""
+    received: list[tuple[list[Any], list[Any]]] = []
+
+    class Writer(BasePredictionWriter):
+        def write_on_epoch_end(self, trainer: Trainer, module: TrainModule, predictions: list[Any],
+                               batch_indices: list[list[list[int] | None]]) -> None:
+            received.append((predictions, batch_indices))
+
+    _, one = tiny_loaders(n=32, batch_size=4)  # 8 samples: 2 batches
+    _, two = tiny_loaders(n=64, batch_size=4)  # 16 samples: 4 batches
+    trainer = quiet(callbacks=[Writer("epoch")])
+    returned = trainer.predict(TinyClassifier(), one)
+    predictions, indices = received[-1]
+    assert len(predictions) == 2 and torch.is_tensor(predictions[0]) and predictions[0].shape == (4, 4)
+    assert indices == [[[0, 1, 2, 3], [4, 5, 6, 7]]]
+    assert returned is not None and all(torch.equal(a, b) for a, b in zip(returned, predictions, strict=True))
+    assert trainer.predict(TinyClassifier(), one, return_predictions=False) is None
+    assert len(received[-1][0]) == 2, "the writer still gets them"
+    trainer.predict(TinyClassifier(), [one, two], return_predictions=True)
+    assert [len(p) for p in received[-1][0]] == [2, 4]
+
+
+def test_each_stage_starts_its_logged_and_progress_bar_metrics_afresh() -> None:
+    """As Lightning: after ``fit`` then ``validate``, ``logged_metrics`` holds the validation's values only (the
+    training step values were still listed)."""
+
+    class Shown(TinyClassifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            loss = super().training_step(batch, batch_idx)
+            self.log("shown", 1.0, prog_bar=True)
+            return loss
+
+    trainer = quiet(max_epochs=1, log_every_n_steps=1)
+    module = Shown()
+    trainer.fit(module, *tiny_loaders())
+    assert {"train_loss", "shown"} <= set(trainer.logged_metrics) and "shown" in trainer.progress_bar_metrics
+    fit_metrics = trainer.callback_metrics
+    trainer.validate(module, tiny_loaders()[1], verbose=False)
+    assert set(trainer.logged_metrics) == {"val_loss", "val_acc"} and "shown" not in trainer.progress_bar_metrics
+    assert "shown" in fit_metrics and "shown" not in trainer.callback_metrics
+
+
 # -- metrics.csv ----------------------------------------------------------------------------------------------------
 def test_metrics_csv_writes_epoch_and_step_as_integers_and_metrics_as_floats(tmp_path: Path) -> None:
     logger = CSVLogger(tmp_path)

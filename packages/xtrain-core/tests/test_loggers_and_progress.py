@@ -45,6 +45,33 @@ def test_tensorboard_event_files_hold_the_logged_scalars(tmp_path: Path) -> None
     assert all(e.value > 0 for e in train) and train[-1].value < train[0].value
     assert [e.step for e in acc.Scalars("val_loss")] == [16, 32]
     assert all(e.value == pytest.approx(0.1) for e in acc.Scalars("lr-SGD"))
+    assert [e.step for e in acc.Scalars("lr-SGD")] == [e.step for e in train], "on the rows of the step metrics"
+
+
+def test_learning_rate_monitor_logs_the_rate_each_batch_trained_with(tmp_path: Path) -> None:
+    """As Lightning: read when the batch starts (a scheduler stepped after a batch shows on the next row), kept in
+    ``lrs``; 5 batches an epoch and a frequency-2 step scheduler give Lightning 2.6's measured rates."""
+    import csv
+
+    from xtrain.core import CSVLogger
+
+    class Sched(TinyClassifier):
+        def configure_optimizers(self) -> Any:
+            opt = torch.optim.SGD(self.parameters(), lr=1.0)
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": torch.optim.lr_scheduler.StepLR(
+                opt, step_size=1, gamma=0.5), "interval": "step", "frequency": 2}}
+
+    monitor = LearningRateMonitor(logging_interval="step")
+    logger = CSVLogger(tmp_path)
+    trainer = Trainer(max_epochs=2, limit_train_batches=5, log_every_n_steps=1, logger=logger, callbacks=[monitor],
+                      enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False)
+    trainer.fit(Sched(), tiny_loaders()[0])
+    expected = [1.0, 1.0, 0.5, 0.5, 0.25, 0.25, 0.25, 0.125, 0.125, 0.0625]
+    assert monitor.lrs == {"lr-SGD": expected}
+    with logger.metrics_file.open(newline="") as f:
+        rows = [(int(r["step"]), float(r["lr-SGD"])) for r in csv.DictReader(f) if r.get("lr-SGD")]
+    assert rows == list(zip(range(1, 11), expected, strict=True))
+    assert trainer.callback_metrics["lr-SGD"].item() == 0.0625
 
 
 @pytest.mark.parametrize("files_before", [0, 9])

@@ -40,7 +40,7 @@ def test_lightning_1x_keywords_of_trainer_methods_are_renamed() -> None:
     assert "trainer.fit(model, train_dataloaders=dl, val_dataloaders=vl)" in out
     assert "trainer.validate(model, dataloaders=vl)" in out
     assert 'trainer.test(model, dataloaders=tl, ckpt_path="best")' in out
-    assert "trainer.predict(model, dataloaders=pl_)" in out
+    assert "trainer.predict(model, dataloaders=pl_, return_predictions=True)" in out
     assert "self.trainer.test(dataloaders=tl)" in out
     assert "# xtrain migrate" not in out
     assert "trainer.fit(train_dataloader=) -> train_dataloaders=" in counts(code)

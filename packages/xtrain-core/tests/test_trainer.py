@@ -122,6 +122,25 @@ def test_lr_scheduler_steps_per_interval() -> None:
     assert trainer.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.5 ** 3)
 
 
+def test_a_step_scheduler_frequency_counts_the_batches_of_each_epoch_as_lightning() -> None:
+    """5 batches an epoch, frequency 2: stepped after the 2nd and 4th batch of every epoch (Lightning 2.6's learning
+    rates, measured), not every 2nd step of the run."""
+    seen: list[float] = []
+
+    class Sched(TinyClassifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            seen.append(self.trainer.optimizers[0].param_groups[0]["lr"])
+            return super().training_step(batch, batch_idx)
+
+        def configure_optimizers(self) -> Any:
+            opt = torch.optim.SGD(self.parameters(), lr=1.0)
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": torch.optim.lr_scheduler.StepLR(
+                opt, step_size=1, gamma=0.5), "interval": "step", "frequency": 2}}
+
+    quiet(max_epochs=2, limit_train_batches=5).fit(Sched(), tiny_loaders()[0])
+    assert seen == [1.0, 1.0, 0.5, 0.5, 0.25, 0.25, 0.25, 0.125, 0.125, 0.0625]
+
+
 def test_reduce_on_plateau_needs_and_uses_its_monitor() -> None:
     class Plateau(TinyClassifier):
         def configure_optimizers(self) -> Any:

@@ -262,6 +262,7 @@ class Trainer(LightningAttributes):
         self._loaders: dict[str, Any] = {}
         self._train_loader: Any = None  # what the fit loop iterates (its sampler made resumable)
         self._eval_loaders: list[Any] = []  # the current evaluation stage's loaders, as its loop runs them
+        self._return_predictions = True
         self._shown_loaders: dict[str, Any] = {}
         self.num_training_batches: float = math.inf
         self._val_limits: list[float] = []
@@ -387,11 +388,20 @@ class Trainer(LightningAttributes):
         return results
 
     def predict(self, model: TrainModule | None = None, dataloaders: Any = None, *,
-                datamodule: DataModule | None = None, ckpt_path: str | Path | None = None) -> list[Any]:
-        """Return ``predict_step`` outputs (a list per dataloader when there are several)."""
+                datamodule: DataModule | None = None, return_predictions: bool | None = None,
+                ckpt_path: str | Path | None = None) -> list[Any] | None:
+        """Return ``predict_step`` outputs (a list per dataloader when there are several).
+
+        Args:
+            return_predictions: ``False`` keeps none of them in memory and returns ``None`` (with a
+                ``BasePredictionWriter`` writing them as they come); ``None`` or ``True`` returns them.
+        """
         self._attach(model or self.module, datamodule, predict=dataloaders)
+        self._return_predictions = return_predictions is not False
         outputs: list[list[Any]] = self._launch("predict", default_ckpt_path(self, model, ckpt_path))
-        return outputs[0] if len(outputs) == 1 else outputs  # type: ignore[return-value]
+        if not self._return_predictions:
+            return None
+        return outputs[0] if len(outputs) == 1 else outputs
 
     def init_module(self) -> AbstractContextManager[Any]:
         """Create your module inside ``with trainer.init_module():``.
@@ -592,7 +602,7 @@ class Trainer(LightningAttributes):
     def _run_stage(self, stage: Stage) -> Any:
         self._metrics.new_results()  # as in Lightning: after test() they are the test's results
         if stage == "predict":
-            return run_predict(self, self._eval_loaders, self._val_limits)
+            return run_predict(self, self._eval_loaders, self._val_limits, keep=self._return_predictions)
         if stage in ("validate", "test"):
             return [run_evaluation(self, stage, self._eval_loaders, self._val_limits)]
         self._hooks.call("on_fit_start")
@@ -675,7 +685,9 @@ class Trainer(LightningAttributes):
                 warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before")
                 self._step_schedulers(interval)
             return
-        count = self.global_step if interval == "step" else self.current_epoch + 1
+        # As Lightning: a "step" scheduler's frequency counts the batches of the current epoch (the epoch's first
+        # optimizer step after its 2nd batch steps a frequency-2 scheduler, whatever the steps before).
+        count = self._progress.batches_in_epoch + 1 if interval == "step" else self.current_epoch + 1
         for config in self.lr_scheduler_configs:
             if config.interval != interval or count % config.frequency:
                 continue

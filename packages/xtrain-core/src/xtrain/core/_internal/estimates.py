@@ -24,6 +24,11 @@ def estimated_stepping_batches(trainer: Trainer) -> int | float:
     if not math.isfinite(per_epoch):
         if trainer.max_steps != -1:
             return trainer.max_steps
+        if trainer.state is None and trainer.train_dataloader is None:
+            raise ConfigError("estimated_stepping_batches", None, "is read before fit(): it is counted from the "
+                              "training dataloader, which fit() brings.",
+                              fix="read trainer.estimated_stepping_batches inside configure_optimizers() (fit has "
+                                  "the data then), or set max_steps=... to know it in advance.")
         raise ConfigError("max_steps", -1, "is needed to estimate the steps of a fit whose dataloader has no length.",
                           fix="set max_steps=... (or give the dataloader a length).")
     steps = math.ceil(per_epoch / trainer.accumulate_grad_batches) * max(trainer.max_epochs, 1)

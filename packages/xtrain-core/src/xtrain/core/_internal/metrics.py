@@ -104,9 +104,14 @@ class MetricStore:
         self.objects: MetricObjects | None = None  # torchmetrics Metric objects, once one is logged
 
     def new_results(self) -> None:
-        """Start a stage's callback metrics in a new dict, as Lightning does: a reference the user took to the previous
-        stage's (``trainer.callback_metrics`` after ``fit``) keeps its values through ``test``."""
+        """Start a stage's metrics afresh, as Lightning does at each ``fit``/``validate``/``test``/``predict``: new
+        dicts, so a reference the user took to the previous stage's (``trainer.callback_metrics`` after ``fit``)
+        keeps its values through ``test``, and ``logged_metrics``/``progress_bar_metrics`` hold only this stage's."""
         self.callback_metrics = {}
+        self.logged_metrics = {}
+        self.step_values = {}
+        self.step_logger_keys = set()
+        self.prog_bar_keys = set()
 
     @property
     def in_epoch_end(self) -> bool:

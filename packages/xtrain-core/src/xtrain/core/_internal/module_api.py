@@ -98,8 +98,7 @@ class ModuleApiMixin(nn.Module):
                               fix="call all_gather(data) and select the ranks you need from the result.")
         strategy = trainer.strategy
 
-        def gather(tensor: torch.Tensor) -> torch.Tensor:
-            tensor = tensor if tensor.dim() else tensor.reshape(1)
+        def gather(tensor: torch.Tensor) -> torch.Tensor:  # a 0-dim value gathers to (world_size,), as in Lightning
             if sync_grads:
                 import torch.distributed.nn.functional as dist_fn
 

@@ -93,7 +93,7 @@ class Preemption:
         trainer._save_checkpoint_to([path], weights_only=False)
         callback = trainer.checkpoint_callback
         if callback is not None:
-            callback.last_model_path = str(path)
+            callback.saved_elsewhere(trainer, str(path))
         trainer.should_stop = True
         self.preempted = True
         if "SLURM_JOB_ID" in os.environ:

@@ -64,9 +64,18 @@ class EarlyStopping(Callback):
         self.log_rank_zero_only = log_rank_zero_only
         self._warned_missing = False
         self.wait_count = 0
-        self.best_score = math.inf if mode == "min" else -math.inf
+        self._best = math.inf if mode == "min" else -math.inf
         self.stopped_epoch = 0
         self.stop_reason = ""
+
+    @property
+    def best_score(self) -> torch.Tensor:
+        """The best monitored value so far, a 0-d tensor as in Lightning (``.item()`` gives the float)."""
+        return torch.tensor(self._best)
+
+    @best_score.setter
+    def best_score(self, value: torch.Tensor | float) -> None:
+        self._best = float(value)
 
     @property
     @override
@@ -75,13 +84,13 @@ class EarlyStopping(Callback):
 
     @override
     def state_dict(self) -> dict[str, Any]:
-        return {"wait_count": self.wait_count, "best_score": self.best_score, "stopped_epoch": self.stopped_epoch,
+        return {"wait_count": self.wait_count, "best_score": self._best, "stopped_epoch": self.stopped_epoch,
                 "patience": self.patience}
 
     @override
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.wait_count = state["wait_count"]
-        self.best_score = state["best_score"]
+        self.best_score = state["best_score"]  # a float (a tensor in Lightning's checkpoints)
         self.stopped_epoch = state["stopped_epoch"]
 
     def _on_train_epoch(self, trainer: Trainer) -> bool:
@@ -101,8 +110,8 @@ class EarlyStopping(Callback):
 
     def _improved(self, value: float) -> bool:
         if self.mode == "min":
-            return value < self.best_score - self.min_delta
-        return value > self.best_score + self.min_delta
+            return value < self._best - self.min_delta
+        return value > self._best + self.min_delta
 
     def _check(self, trainer: Trainer) -> None:
         metric = trainer.callback_metrics.get(self.monitor)
@@ -127,13 +136,13 @@ class EarlyStopping(Callback):
         elif self.divergence_threshold is not None and sign * value > sign * self.divergence_threshold:
             stop, reason = True, f"{self.monitor} = {value:.6g} passed the divergence threshold"
         elif self._improved(value):
-            self.best_score, self.wait_count = value, 0
+            self._best, self.wait_count = value, 0
             self._say(trainer, f"{self.monitor} improved to {value:.6g}")
         else:
             self.wait_count += 1
             if self.wait_count >= self.patience:
                 stop, reason = True, f"{self.monitor} did not improve for {self.wait_count} checks " \
-                                     f"(best {self.best_score:.6g})"
+                                     f"(best {self._best:.6g})"
         stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
         if stop:
             trainer.should_stop = True

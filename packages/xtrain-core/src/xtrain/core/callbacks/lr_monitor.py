@@ -20,6 +20,10 @@ __all__ = ["LearningRateMonitor"]
 class LearningRateMonitor(Callback):
     """Sends ``lr-<Optimizer>`` (``/pg<N>`` for extra parameter groups) to the loggers.
 
+    As in Lightning, a value is read when a batch (or an epoch) starts: it is the learning rate that batch trains
+    with, logged on the row of that batch's step metrics (a scheduler stepped after the batch shows on the next
+    row). :attr:`lrs` keeps every value logged, by name.
+
     Args:
         logging_interval: ``"step"`` (with the step metrics, every ``log_every_n_steps``) or ``"epoch"``.
         log_momentum: Also log ``momentum-<Optimizer>`` (or Adam's beta1).
@@ -31,6 +35,8 @@ class LearningRateMonitor(Callback):
                               choices=["step", "epoch"], fix="write logging_interval='step'.")
         self.logging_interval = logging_interval
         self.log_momentum = log_momentum
+        self.lrs: dict[str, list[float]] = {}
+        self._logged_step = -1
 
     def values(self, trainer: Trainer) -> dict[str, float]:
         """The current learning rates (and momenta), keyed as they are logged."""
@@ -50,22 +56,26 @@ class LearningRateMonitor(Callback):
                         out[f"{base.replace('lr-', 'momentum-', 1)}{suffix}"] = float(momentum)
         return out
 
-    def _log(self, trainer: Trainer) -> None:
+    def _log(self, trainer: Trainer, step: int) -> None:
         values = self.values(trainer)
+        for key, value in values.items():
+            if not key.startswith("momentum-"):
+                self.lrs.setdefault(key, []).append(value)
         # Every rank sees them in callback_metrics (as Lightning's monitor puts them there), e.g. for a filename.
         device = trainer.strategy.root_device
         trainer.callback_metrics.update({k: torch.tensor(v, device=device) for k, v in values.items()})
         if trainer.is_global_zero and trainer.loggers:
             for logger in trainer.loggers:
-                logger.log_metrics(values, trainer.global_step)
+                logger.log_metrics(values, step)
 
     @override
-    def on_train_batch_end(self, trainer: Trainer, module: TrainModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
-        if self.logging_interval == "step" and trainer.global_step % trainer.log_every_n_steps == 0:
-            self._log(trainer)
+    def on_train_batch_start(self, trainer: Trainer, module: TrainModule, batch: Any, batch_idx: int) -> None:
+        step = trainer.global_step + 1  # the step this batch's metrics are logged at (once, when accumulating)
+        if self.logging_interval == "step" and step % trainer.log_every_n_steps == 0 and step != self._logged_step:
+            self._logged_step = step
+            self._log(trainer, step)
 
     @override
     def on_train_epoch_start(self, trainer: Trainer, module: TrainModule) -> None:
         if self.logging_interval == "epoch":
-            self._log(trainer)
+            self._log(trainer, trainer.global_step)

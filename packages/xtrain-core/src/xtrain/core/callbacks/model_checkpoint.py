@@ -78,7 +78,8 @@ class ModelCheckpoint(Callback):
         self.enable_version_counter = enable_version_counter
         self._last_time = time.monotonic()
         self._validated_step = -1
-        self.dirpath = Path(dirpath) if dirpath is not None else None
+        self._dirpath = Path(dirpath) if dirpath is not None else None
+        self._run_dirpath: Path | None = None
         self.filename = filename
         self.monitor = monitor
         self.mode = mode
@@ -103,6 +104,34 @@ class ModelCheckpoint(Callback):
         self._best_score = None if value is None else float(value)
 
     @property
+    def kth_best_model_path(self) -> str:
+        """The path of the worst of the kept top-k checkpoints (the next one to go), as in Lightning; ``""`` before
+        any or without ``monitor``."""
+        return self._worst()[0] if self.monitor is not None and self.best_k_models else ""
+
+    @property
+    def kth_value(self) -> torch.Tensor:
+        """The monitored value of :attr:`kth_best_model_path` (``inf`` for ``mode="min"`` before any, ``-inf`` for
+        ``"max"``), a 0-d tensor as in Lightning."""
+        if self.monitor is not None and self.best_k_models:
+            return torch.tensor(self._worst()[1])
+        return torch.tensor(math.inf if self.mode == "min" else -math.inf)
+
+    @property
+    def dirpath(self) -> Path | None:
+        """Where checkpoints go: the directory given, or once ``fit`` has started, the run's own
+        (``<log_dir>/checkpoints``), as Lightning sets it."""
+        return self._dirpath if self._dirpath is not None else self._run_dirpath
+
+    @dirpath.setter
+    def dirpath(self, value: str | Path | None) -> None:
+        self._dirpath = Path(value) if value is not None else None
+
+    @override
+    def on_fit_start(self, trainer: Trainer, module: TrainModule) -> None:
+        self._run_dirpath = self.resolve_dirpath(trainer)
+
+    @property
     @override
     def state_key(self) -> str:
         return f"ModelCheckpoint[monitor={self.monitor},mode={self.mode},every_n_epochs={self.every_n_epochs}," \
@@ -123,16 +152,16 @@ class ModelCheckpoint(Callback):
 
     def resolve_dirpath(self, trainer: Trainer) -> Path:
         """Where checkpoints go for ``trainer``'s current run."""
-        if self.dirpath is not None:
-            return self.dirpath
+        if self._dirpath is not None:
+            return self._dirpath
         if trainer.loggers:
             return trainer.loggers[0].log_dir / "checkpoints"
         return Path(trainer.default_root_dir) / "checkpoints"
 
     def last_checkpoint_candidates(self, trainer: Trainer) -> list[Path]:
         """Files ``ckpt_path="last"`` may pick, including those of earlier runs under the same logger root."""
-        if self.dirpath is not None:
-            dirs = [self.dirpath]
+        if self._dirpath is not None:
+            dirs = [self._dirpath]
         elif trainer.loggers:
             logger = trainer.loggers[0]
             dirs = sorted((logger.save_dir / logger.name).glob("*/checkpoints"))
@@ -163,18 +192,26 @@ class ModelCheckpoint(Callback):
         if not trainer.sanity_checking:
             self._validated_step = trainer.global_step
 
+    def saved_elsewhere(self, trainer: Trainer, path: str) -> None:
+        """The run was saved to ``path`` at this step outside this callback (a preemption's save): it becomes
+        ``last_model_path``, and the end of training does not save this step again (a preempted job has seconds)."""
+        self.last_model_path = path
+        self._saved_step = trainer.global_step
+
     @override
     def on_train_end(self, trainer: Trainer, module: TrainModule) -> None:
-        if self._stopped_mid_epoch_by_max_steps(trainer):
-            # As Lightning, whose epoch end also runs when max_steps cuts an epoch short: that epoch is saved.
+        if self._stopped_mid_epoch(trainer):
+            # As Lightning, whose epoch end also runs when max_steps, max_time or should_stop cut an epoch short:
+            # that epoch is saved (after the validation the stop ran, so the ranking includes it).
             self._save(trainer, epoch=trainer.current_epoch)
         if self.save_last and self._saved_step != trainer.global_step and not trainer.fast_dev_run:
             self._write(trainer, [])
         trainer.strategy.checkpoint_io.settle()  # every rank may read the files next (test(ckpt_path="best"))
         trainer.strategy.barrier("checkpoints_in_place")
 
-    def _stopped_mid_epoch_by_max_steps(self, trainer: Trainer) -> bool:
-        return (0 < trainer.max_steps <= trainer.global_step and self._saved_step != trainer.global_step
+    def _stopped_mid_epoch(self, trainer: Trainer) -> bool:
+        stopped = 0 < trainer.max_steps <= trainer.global_step or trainer.should_stop
+        return (stopped and trainer.fit_loop.batch_idx > 0 and self._saved_step != trainer.global_step
                 and self.every_n_epochs > 0 and (trainer.current_epoch + 1) % self.every_n_epochs == 0
                 and self.save_on_train_epoch_end is not False and not trainer.fast_dev_run
                 and (self.monitor is None or self.monitor in trainer.callback_metrics))

@@ -57,9 +57,10 @@ class BasePredictionWriter(Callback):
         """Write one batch's predictions."""
         raise NotImplementedError(f"{type(self).__name__} must implement write_on_batch_end.")
 
-    def write_on_epoch_end(self, trainer: Trainer, module: TrainModule, predictions: list[list[Any]],
+    def write_on_epoch_end(self, trainer: Trainer, module: TrainModule, predictions: list[Any],
                            batch_indices: list[list[list[int] | None]]) -> None:
-        """Write all of this rank's predictions: one list per dataloader, one entry per batch."""
+        """Write all of this rank's predictions, one entry per batch (with several dataloaders, one such list per
+        dataloader, as Lightning passes them); ``batch_indices`` always has one list per dataloader."""
         raise NotImplementedError(f"{type(self).__name__} must implement write_on_epoch_end.")
 
     @override
@@ -86,5 +87,6 @@ class BasePredictionWriter(Callback):
     @override
     def on_predict_epoch_end(self, trainer: Trainer, module: TrainModule) -> None:
         if self.write_interval in ("epoch", "batch_and_epoch"):
-            self.write_on_epoch_end(trainer, module, self._predictions, self._batch_indices)
+            predictions = self._predictions[0] if len(self._predictions) == 1 else self._predictions
+            self.write_on_epoch_end(trainer, module, predictions, self._batch_indices)
         self._predictions, self._batch_indices = [], []

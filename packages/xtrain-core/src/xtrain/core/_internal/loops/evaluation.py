@@ -76,8 +76,9 @@ def run_evaluation(trainer: Trainer, stage: EvalStage, loaders: list[Any], limit
     return results
 
 
-def run_predict(trainer: Trainer, loaders: list[Any], limits: list[float]) -> list[list[Any]]:
-    """Run ``predict_step`` over ``loaders``; returns this rank's predictions per dataloader."""
+def run_predict(trainer: Trainer, loaders: list[Any], limits: list[float], *, keep: bool = True) -> list[list[Any]]:
+    """Run ``predict_step`` over ``loaders``; returns this rank's predictions per dataloader (empty lists when not
+    ``keep``: a prediction writer has them, and a large run would not fit in memory)."""
     module = trainer.module
     strategy = trainer.strategy
     hooks = trainer._hooks
@@ -99,7 +100,8 @@ def run_predict(trainer: Trainer, loaders: list[Any], limits: list[float]) -> li
                 prediction = strategy.run_step("predict_step", *make_args(batch, batch_idx, dl_idx))
                 PROGRESS.step("predict")
                 hooks.call("on_predict_batch_end", prediction, batch, batch_idx, dl_idx)
-                found.append(prediction)
+                if keep:
+                    found.append(prediction)
             outputs.append(found)
     hooks.call("on_predict_epoch_end")
     hooks.call("on_predict_end")

@@ -45,6 +45,7 @@ class FitLoop:
     def __init__(self, trainer: Trainer) -> None:
         self.trainer = trainer
         self._deadline = math.inf
+        self._timed_out = False
         self._step_args = step_args(trainer.module.training_step)
         self._prepare = batch_preparer(trainer)
         self._hooked_step = any(module_overrides(trainer.module, name) for name in STEP_HOOKS)
@@ -61,9 +62,35 @@ class FitLoop:
     def done(self) -> bool:
         t = self.trainer
         p = t._progress
-        stop = t.should_stop and (t._preemption.preempted or min_reached(t._flags, p.epoch, p.global_step))
-        return (stop or (t.max_steps != -1 and p.global_step >= t.max_steps)
-                or (t.max_epochs != -1 and p.epoch >= t.max_epochs) or time.monotonic() >= self._deadline)
+        return (self._stop_requested() or (t.max_steps != -1 and p.global_step >= t.max_steps)
+                or (t.max_epochs != -1 and p.epoch >= t.max_epochs) or self._timed_out)
+
+    def _stop_requested(self) -> bool:
+        t = self.trainer
+        p = t._progress
+        return t.should_stop and (t._preemption.preempted or min_reached(t._flags, p.epoch, p.global_step))
+
+    def _check_time(self) -> None:
+        """Whether ``max_time`` has passed, decided by rank 0's clock: ranks that stopped at different batches would
+        wait for each other in the next gradient all-reduce (a broadcast a step, only with ``max_time`` and several
+        processes)."""
+        if self._deadline == math.inf or self._timed_out:
+            return
+        up = time.monotonic() >= self._deadline
+        strategy = self.trainer.strategy
+        self._timed_out = bool(strategy.broadcast(up)) if strategy.world_size > 1 else up
+        if self._timed_out:
+            self.trainer.should_stop = True  # as Lightning's max_time: callbacks see why training ends
+
+    def _validates_before_stopping(self) -> bool:
+        """As Lightning: when a batch's end requests the stop (``should_stop`` from a callback, ``max_time``), the
+        epoch's validation runs first if this epoch validates, so the last checkpoint ranks the weights it keeps."""
+        t = self.trainer
+        requested = self._stop_requested() and not t._preemption.preempted  # a preempted job saves, at once
+        if not (self._timed_out or requested) or not t._has_validation() or t._val_clock is not None:
+            return False
+        every = t.check_val_every_n_epoch
+        return every is None or (t._progress.epoch + 1) % every == 0
 
     def run(self) -> None:
         t = self.trainer
@@ -71,7 +98,10 @@ class FitLoop:
             self._deadline = time.monotonic() + t.max_time.total_seconds()
         PROGRESS.begin("train")
         t._hooks.call("on_train_start")
-        while not self.done():
+        while True:
+            self._check_time()
+            if self.done():
+                break
             self._epoch()
         self._nonfinite.flush()
         t._hooks.call("on_train_end")
@@ -163,7 +193,8 @@ class FitLoop:
             p.total_batches += 1
             for fn in on_end:
                 fn(output, batch, batch_idx - 1)
-            if t._val_due(batch_idx, last):
+            self._check_time()
+            if t._val_due(batch_idx, last) or (not last and self._validates_before_stopping()):
                 t._run_validation()
             if stepped:
                 t._check_preemption()

@@ -247,8 +247,8 @@ RULES: tuple[Rule, ...] = (
     _r(AR, "trainer.fit(train_dataloader=)", "train_dataloaders", "Lightning 1.x"),
     _r(AR, "trainer.validate(val_dataloaders=)", "dataloaders", "Lightning 1.x"),
     _r(AR, "trainer.test(test_dataloaders=)", "dataloaders", "Lightning 1.x"),
-    _r(AR, "trainer.predict(return_predictions=)", None, "xtrain always returns the predictions (kept in memory "
-                                                         "even with a BasePredictionWriter)", action=DROP),
+    _r(AR, "trainer.predict(return_predictions=)", "return_predictions", "False keeps none in memory and returns "
+                                                                         "None", action=SAME),
     _r(AR, "ModelSummary(max_depth=)", "max_depth", action=SAME),
     _r(AR, "RichModelSummary(max_depth=)", "max_depth", action=SAME),
     # -- Fabric to Engine ------------------------------------------------------------------------------------------
@@ -412,6 +412,19 @@ RULES: tuple[Rule, ...] = (
     _r(B, "Engine.all_gather in one process", None, "stacks along a new first dimension as with several processes "
                                                     "(shape (1, ...)); Fabric returns the tensor unchanged. Numbers "
                                                     "and nested collections are gathered as in Fabric", action=DOC),
+    _r(B, "distributed training order", None, "under ddp/fsdp a training loader with shuffle=False is split "
+                                              "across ranks in order, so the run matches one process; Lightning's "
+                                              "distributed sampler shuffles training data whatever the loader says. "
+                                              "Pass shuffle=True for a shuffled order", action=DOC),
+    _r(B, "last.ckpt", None, "written at every save point (each epoch by default), so ckpt_path=\"last\" resumes "
+                             "the latest state; Lightning 2.6's save_last=True copies it only when a top-k file is "
+                             "saved", action=DOC),
+    _r(B, "current_epoch after a stop inside an epoch", None, "counts finished epochs: a run that max_steps, "
+                                                              "max_time or should_stop ends inside its 4th epoch "
+                                                              "reports 3 (Lightning 4), and a resume finishes that "
+                                                              "epoch", action=DOC),
+    _r(B, "metrics.csv columns", None, "in the order the keys first appear (step, epoch, then the metrics); "
+                                       "Lightning sorts them. Read columns by name", action=DOC),
     _r(B, "precision legacy values", None, "16, \"16\" and \"bf16\" still work with a warning naming the "
                                            "canonical value; migrate writes the canonical value", action=DOC),
 )
