@@ -9,7 +9,10 @@ costs (setup, imports and the first epoch cancel out; per-epoch work such as the
 amortized). The ratio to the plain loop is the overhead the step path itself adds in the training process.
 
 What it cannot see: time in the kernel (file writes, fsync), waiting for other threads or the disk, and cache or
-branch effects. Arms also differ by about 1% for reasons outside the step path (``lean``, which does strictly less
+branch effects. Nor the rate instructions run at: the interpreter's are slower than torch's kernels', so a ratio here
+understates the Trainer's Python-level overhead two- to threefold (lean 1.018 here, 1.06-1.07 by the wall clock
+over 15 interleaved rounds; the Engine 0.984 and 1.025). Use it to see where instructions go and whether a change
+removed some, not to claim a wall-clock target. Arms also differ by about 1% for reasons outside the step path (``lean``, which does strictly less
 than ``defaults``, counted 1% more here, presumably allocator state);
 ``step_overhead.py`` measures the wall clock, with its noise. Two to three minutes per run; arms run in parallel.
 

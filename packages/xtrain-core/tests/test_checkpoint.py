@@ -120,6 +120,16 @@ def test_model_checkpoint_keeps_the_best_k(tmp_path: Path) -> None:
     assert cb.dirpath == tmp_path / "checkpoints" and sorted(p.name for p in cb.dirpath.iterdir()) == names
 
 
+def test_a_relative_dirpath_gives_absolute_paths_as_lightning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    cb = ModelCheckpoint(dirpath="ckpts")
+    assert cb.dirpath == tmp_path.resolve() / "ckpts"
+    train, _ = tiny_loaders()
+    Trainer(max_steps=2, callbacks=[cb], logger=False, enable_progress_bar=False).fit(TinyClassifier(), train)
+    monkeypatch.chdir("/")  # the script moves on: the paths still name the files
+    assert Path(cb.best_model_path).is_absolute() and Path(cb.best_model_path).is_file()
+
+
 def test_a_monitor_that_is_never_logged_is_a_config_error(tmp_path: Path) -> None:
     train, val = tiny_loaders()
     trainer = Trainer(max_epochs=1, default_root_dir=tmp_path, logger=False, enable_progress_bar=False,

@@ -456,7 +456,9 @@ def test_overfit_batches_uses_the_same_batches() -> None:
     train, val = tiny_loaders()
     trainer = Trainer(overfit_batches=2, max_epochs=2, logger=False, enable_checkpointing=False,
                       enable_progress_bar=False, enable_model_summary=False)
-    trainer.fit(Watch(), train, val)
+    with pytest.warns(UserWarning, match="overfit_batches: the training dataloader shuffles; xtrain reads it in "
+                                         "order"):  # as Lightning's "turning off shuffling" warning
+        trainer.fit(Watch(), train, val)
     assert len(seen) == 4 and torch.equal(seen[0], seen[2]) and torch.equal(seen[1], seen[3])
     assert trainer._val_limits == [2]
 
@@ -647,6 +649,146 @@ def test_max_time_validates_and_saves_where_it_stops(tmp_path: Path) -> None:
     assert 0 < trainer.global_step < 100 and trainer.should_stop
     assert val.steps == [trainer.global_step]
     assert ck.best_model_path.endswith(f"step={trainer.global_step}.ckpt")
+
+
+def test_on_train_batch_start_returning_minus_one_ends_the_epoch() -> None:
+    """As Lightning: the module's hook returning -1 skips the rest of the epoch (no step, no validation there); a
+    callback's return value is not read."""
+    seen: list[tuple[int, int]] = []
+
+    class Skipping(TinyClassifier):
+        def on_train_batch_start(self, batch: Any, batch_idx: int) -> int | None:
+            return -1 if (self.current_epoch, batch_idx) == (0, 2) else None
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            seen.append((self.current_epoch, batch_idx))
+            return super().training_step(batch, batch_idx)
+
+    class Ignored(Callback):
+        def on_train_batch_start(self, trainer: Trainer, module: TrainModule, batch: Any, batch_idx: int) -> int:
+            return -1
+
+    val = _ValSteps()
+    trainer = quiet(max_epochs=2, limit_train_batches=5, callbacks=[Ignored(), val])
+    trainer.fit(Skipping(), *tiny_loaders())
+    assert seen == [(0, 0), (0, 1), *((1, i) for i in range(5))]
+    assert trainer.global_step == 7 and trainer.current_epoch == 2 and val.steps == [7]
+
+
+def test_on_train_batch_end_receives_detached_outputs_as_lightning() -> None:
+    received: list[Any] = []
+
+    class Outputs(TinyClassifier):
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            loss = super().training_step(batch, batch_idx)
+            return [loss, {"loss": loss, "extra": loss * 2}, None][batch_idx]
+
+        def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+            received.append(outputs)
+
+    trainer = quiet(max_epochs=1, limit_train_batches=3)
+    with pytest.warns(UserWarning, match="training_step returned None, so this batch updates nothing; the step "
+                                         "still counts"):
+        trainer.fit(Outputs(), tiny_loaders()[0])
+    assert list(received[0]) == ["loss"] and list(received[1]) == ["loss", "extra"] and received[2] == {}
+    assert not any(t.requires_grad for t in [received[0]["loss"], *received[1].values()])
+    assert trainer.global_step == 3, "a step returning None counts, as in Lightning"
+
+
+def test_a_step_returning_none_updates_nothing() -> None:
+    class NoneAtOne(TinyClassifier):
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            loss = super().training_step(batch, batch_idx)
+            if batch_idx == 1:
+                self.before = [p.detach().clone() for p in self.parameters()]
+                return None
+            if batch_idx == 2:
+                assert all(torch.equal(a, b) for a, b in zip(self.before, self.parameters(), strict=True))
+            return loss
+
+    with pytest.warns(UserWarning, match="training_step returned None"):
+        quiet(max_epochs=1, limit_train_batches=3).fit(NoneAtOne(), tiny_loaders()[0])
+
+
+def test_configure_optimizers_may_return_a_list_of_dicts() -> None:
+    class Plateau(TinyClassifier):
+        def configure_optimizers(self) -> Any:
+            opt = torch.optim.SGD(self.parameters(), lr=0.1)
+            return [{"optimizer": opt, "lr_scheduler": {"scheduler": torch.optim.lr_scheduler.ReduceLROnPlateau(
+                opt, patience=0, factor=0.5), "monitor": "val_loss"}}]
+
+    trainer = quiet(max_epochs=3)
+    trainer.fit(Plateau(), *tiny_loaders())
+    assert len(trainer.optimizers) == 1 and len(trainer.lr_scheduler_configs) == 1
+    assert trainer.lr_scheduler_configs[0].monitor == "val_loss"
+
+
+def test_swa_epoch_start_counts_from_one_as_lightning() -> None:
+    """swa_epoch_start=2 starts SWA at the second epoch (current_epoch 1): the learning rates at each epoch's start
+    are Lightning 2.6's, measured side by side (they started one epoch late)."""
+    from xtrain.core.callbacks import StochasticWeightAveraging
+
+    rates: list[float] = []
+
+    class Rates(Callback):
+        def on_train_epoch_start(self, trainer: Trainer, module: TrainModule) -> None:
+            rates.append(trainer.optimizers[0].param_groups[0]["lr"])
+
+    swa = StochasticWeightAveraging(swa_lrs=0.05, swa_epoch_start=2)
+    quiet(max_epochs=5, callbacks=[swa, Rates()]).fit(TinyClassifier(lr=0.1), *tiny_loaders())
+    assert rates == pytest.approx([0.1, 0.1, 0.098776, 0.095225, 0.089695], abs=1e-6)
+    assert swa.num_averaged == 4
+
+
+def test_is_last_batch_and_num_sanity_val_batches() -> None:
+    flags: list[tuple[int, bool]] = []
+    sanity: list[list[float]] = []
+
+    class Watch(Callback):
+        def on_train_batch_end(self, trainer: Trainer, module: TrainModule, outputs: Any, batch: Any,
+                               batch_idx: int) -> None:
+            flags.append((batch_idx, trainer.is_last_batch))
+
+        def on_sanity_check_start(self, trainer: Trainer, module: TrainModule) -> None:
+            sanity.append(trainer.num_sanity_val_batches)
+
+    _, val = tiny_loaders()
+    _, short = tiny_loaders(n=4)  # one validation batch
+    quiet(max_epochs=1, limit_train_batches=3, num_sanity_val_steps=2, callbacks=[Watch()]).fit(
+        TinyClassifier(), tiny_loaders()[0], [val, short])
+    assert flags == [(0, False), (1, False), (2, True)] and sanity == [[2, 1]]
+
+
+def test_several_validation_loaders_log_and_return_one_value_each(tmp_path: Path) -> None:
+    """As Lightning: keys logged in the steps of one of several dataloaders end in "/dataloader_idx_<i>" (they were
+    averaged over all of them into one value), validate returns a dict per dataloader, add_dataloader_idx=False
+    keeps one key; values logged at the epoch's end go to every dict."""
+    from xtrain.core import CSVLogger
+
+    class Two(TinyClassifier):
+        def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+            x, y = batch
+            loss = torch.nn.functional.cross_entropy(self(x), y)
+            self.log("val_loss", loss)
+            self.log("idx", float(dataloader_idx))
+            self.log("together", 1.0, add_dataloader_idx=False)
+
+        def on_validation_epoch_end(self) -> None:
+            self.log("shared", 2.0)
+
+    _, first = tiny_loaders(n=64, batch_size=16, seed=1)
+    _, second = tiny_loaders(n=32, batch_size=16, seed=2)
+    module = Two()
+    trainer = quiet(max_epochs=1, logger=CSVLogger(tmp_path))
+    trainer.fit(module, tiny_loaders()[0], [first, second])
+    keys = {"val_loss/dataloader_idx_0", "val_loss/dataloader_idx_1", "idx/dataloader_idx_0", "idx/dataloader_idx_1"}
+    assert keys <= set(trainer.callback_metrics) and "val_loss" not in trainer.callback_metrics
+    assert trainer.callback_metrics["idx/dataloader_idx_1"].item() == 1.0
+    results = trainer.validate(module, [first, second], verbose=False)
+    assert [sorted(r) for r in results] == [["idx/dataloader_idx_0", "shared", "together", "val_loss/dataloader_idx_0"],
+                                            ["idx/dataloader_idx_1", "shared", "together", "val_loss/dataloader_idx_1"]]
+    alone = [trainer.validate(module, loader, verbose=False)[0]["val_loss"] for loader in (first, second)]
+    assert [results[0]["val_loss/dataloader_idx_0"], results[1]["val_loss/dataloader_idx_1"]] == pytest.approx(alone)
 
 
 def test_estimated_stepping_batches_inside_configure_optimizers() -> None:

@@ -156,7 +156,7 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
 
     def log(self, name: str, value: torch.Tensor | float | int | Any, *, prog_bar: bool = False, logger: bool = True,
             on_step: bool | None = None, on_epoch: bool | None = None, reduce_fx: ReduceFx = "mean",
-            sync_dist: bool = False, batch_size: int | None = None) -> None:
+            sync_dist: bool = False, batch_size: int | None = None, add_dataloader_idx: bool = True) -> None:
         """Record a metric. Values stay tensors until a logger writes them: no per-step ``.item()`` or sync.
 
         Args:
@@ -170,27 +170,32 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
             reduce_fx: How the epoch aggregate is formed.
             sync_dist: Reduce across ranks (a collective per use; only when asked).
             batch_size: Weight of this value in the epoch mean (default: inferred from the batch).
+            add_dataloader_idx: With several validation/test dataloaders, log ``name/dataloader_idx_<i>`` from their
+                steps (one value per dataloader, as in Lightning); ``False`` logs ``name`` for all of them together.
         """
         trainer = self._trainer
         if trainer is None:
             return
-        trainer._metrics.log(name, value, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist, batch_size)
+        trainer._metrics.log(name, value, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist, batch_size,
+                             add_dataloader_idx)
 
     def log_dict(self, values: Mapping[str, torch.Tensor | float | int] | Any, *, prog_bar: bool = False,
                  logger: bool = True, on_step: bool | None = None, on_epoch: bool | None = None,
-                 reduce_fx: ReduceFx = "mean", sync_dist: bool = False, batch_size: int | None = None) -> None:
+                 reduce_fx: ReduceFx = "mean", sync_dist: bool = False, batch_size: int | None = None,
+                 add_dataloader_idx: bool = True) -> None:
         """:meth:`log` for each item, with the same options (a torchmetrics ``MetricCollection`` too)."""
         if type(self).log is not TrainModule.log:  # an override of log sees every item, as in Lightning
             for name, value in values.items():
                 self.log(name, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch,
-                         reduce_fx=reduce_fx, sync_dist=sync_dist, batch_size=batch_size)
+                         reduce_fx=reduce_fx, sync_dist=sync_dist, batch_size=batch_size,
+                         add_dataloader_idx=add_dataloader_idx)
             return
         trainer = self._trainer
         if trainer is None:
             return
         log = trainer._metrics.log
         for name, value in values.items():
-            log(name, value, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist, batch_size)
+            log(name, value, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist, batch_size, add_dataloader_idx)
 
     def optimizers(self) -> Any:
         """The optimizer(s) from ``configure_optimizers``, for manual optimization.

@@ -44,7 +44,7 @@ from xtrain.core._internal.hang import DEFAULT_HANG_TIMEOUT, parse_hang_timeout
 from xtrain.core._internal.hook_overrides import module_overrides, step_scheduler
 from xtrain.core._internal.hooks import HookDispatcher
 from xtrain.core._internal.hparams import loggable_hparams
-from xtrain.core._internal.loops.evaluation import run_evaluation, run_predict
+from xtrain.core._internal.loops.evaluation import results_per_dataloader, run_evaluation, run_predict
 from xtrain.core._internal.loops.fit import FitLoop
 from xtrain.core._internal.metrics import MetricStore
 from xtrain.core._internal.model_setup import configure_model
@@ -249,6 +249,7 @@ class Trainer(LightningAttributes):
         self.should_stop = False
         self.skip_optimizer_step = False  # set in on_before_optimizer_step to drop that step's gradients
         self.sanity_checking = False
+        self.is_last_batch = False  # during a training batch: whether it is the epoch's last (Lightning's name)
         self.state: Stage | None = None
         self._progress = FitProgress()
         self._metrics = MetricStore()
@@ -604,11 +605,11 @@ class Trainer(LightningAttributes):
         if stage == "predict":
             return run_predict(self, self._eval_loaders, self._val_limits, keep=self._return_predictions)
         if stage in ("validate", "test"):
-            return [run_evaluation(self, stage, self._eval_loaders, self._val_limits)]
+            return results_per_dataloader(run_evaluation(self, stage, self._eval_loaders, self._val_limits),
+                                          len(self._eval_loaders))
         self._hooks.call("on_fit_start")
         if self._has_validation() and self.num_sanity_val_steps != 0:
-            limits = [lim if self.num_sanity_val_steps == -1 else min(lim, self.num_sanity_val_steps)
-                      for lim in self._val_limits]
+            limits = self.num_sanity_val_batches
             # As Lightning's isolate_rng: the sanity check leaves the global generators as it found them, so its
             # draws (each val iterator's base seed, any randomness in validation_step) do not shift the training
             # shuffle, and a run with the sanity check trains on the batches a run without one does.

@@ -58,6 +58,14 @@ class HookDispatcher:
             cached = self._cache[name] = tuple(fns)
         return cached
 
+    def module_hook(self, name: str) -> Callable[..., Any] | None:
+        """The module's own implementation of hook ``name`` as it appears in :meth:`get` (profiled or not), for a
+        loop that reads its return value; ``None`` when the module does not override it."""
+        if not overrides(self._module, TrainModule, name):
+            return None
+        first = sum(1 for cb in self._callbacks if not cb.runs_last and overrides(cb, Callback, name))
+        return self.get(name)[first]
+
     def _profiled(self, name: str, first: list[Callback], last: list[Callback],
                   fns: list[Callable[..., Any]]) -> list[Callable[..., Any]]:
         from xtrain.core._internal.profiling import profiled

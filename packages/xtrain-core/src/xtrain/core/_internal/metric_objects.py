@@ -69,7 +69,7 @@ class MetricObjects:
             value = _scalar(name, metric.compute())
             metric.reset()
             store.log(name, value, prog_bar=prog_bar, logger=logger, on_step=None, on_epoch=None, reduce_fx="mean",
-                      sync_dist=False, batch_size=None)
+                      sync_dist=False, batch_size=None, add_dataloader_idx=False)
             return
         training = store.stage == "train"
         step = training if on_step is None else on_step
@@ -78,7 +78,7 @@ class MetricObjects:
         batch_value = getattr(metric, "_forward_cache", None)
         if step and isinstance(batch_value, torch.Tensor):
             store.log(f"{name}_step" if both else name, batch_value, prog_bar=prog_bar, logger=logger, on_step=True,
-                      on_epoch=False, reduce_fx="mean", sync_dist=False, batch_size=None)
+                      on_epoch=False, reduce_fx="mean", sync_dist=False, batch_size=None, add_dataloader_idx=False)
         entries = self._entries.setdefault(store.stage, {})
         known = entries.get(name)
         if known is not None and known.metric is not metric:

@@ -102,6 +102,8 @@ class MetricStore:
         self._per_step = True  # in training steps (not epoch-end hooks): where self.log is called every step
         self._pending: dict[str, torch.Tensor] = {}
         self.objects: MetricObjects | None = None  # torchmetrics Metric objects, once one is logged
+        # "/dataloader_idx_<i>" while the steps of one of several evaluation dataloaders run (Lightning's keys)
+        self.dataloader_suffix = ""
 
     def new_results(self) -> None:
         """Start a stage's metrics afresh, as Lightning does at each ``fit``/``validate``/``test``/``predict``: new
@@ -140,7 +142,7 @@ class MetricStore:
 
     def log(self, name: str, value: torch.Tensor | float | int, prog_bar: bool, logger: bool,
             on_step: bool | None, on_epoch: bool | None, reduce_fx: str, sync_dist: bool,
-            batch_size: int | None) -> None:
+            batch_size: int | None, add_dataloader_idx: bool = True) -> None:
         """``self.log``'s work. Options may come positionally: ``TrainModule.log`` passes them so (matching nine
         keywords is a tenth of a call that a step may make dozens of times)."""
         # The common call, a float32 scalar in training_step logged per step only, is a step value: the graph
@@ -156,8 +158,11 @@ class MetricStore:
             if prog_bar:
                 self.prog_bar_keys.add(name)
             return
+        # In a step of one of several evaluation dataloaders, keys end in "/dataloader_idx_<i>" (after any
+        # "_step"/"_epoch"), as Lightning's do.
+        sfx = self.dataloader_suffix if add_dataloader_idx else ""
         if not isinstance(value, (torch.Tensor, float, int)):  # a torchmetrics Metric: see metric_objects.py
-            self._log_object(name, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch)
+            self._log_object(name + sfx, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch)
             return
         if reduce_fx not in _REDUCE:
             raise ConfigError("reduce_fx", reduce_fx, f"is not a reduction for self.log({name!r}, ...).",
@@ -181,23 +186,23 @@ class MetricStore:
         both = step and epoch
         if step:
             step_value = self._reduce(value, reduce_fx) if sync_dist else value
-            key = f"{name}_step" if both else name
+            key = (f"{name}_step" if both else name) + sfx
             self.step_values[key] = step_value
             self.callback_metrics[key] = step_value
             if both:
-                self.callback_metrics[name] = step_value
+                self.callback_metrics[name + sfx] = step_value
             if logger:
                 self.step_logger_keys.add(key)
             if prog_bar:
                 self.prog_bar_keys.add(key)
         if epoch:
-            acc = self.epoch.get(name)
+            acc = self.epoch.get(name + sfx)
             weight = float(batch_size if batch_size is not None else
                            (_batch_size(self.batch) if reduce_fx == "mean" else 1))
             if acc is None:
                 start = value * weight if reduce_fx == "mean" else value
-                self.epoch[name] = _Epoch(start, weight if reduce_fx == "mean" else 0.0, reduce_fx, sync_dist,
-                                          prog_bar, logger, f"{name}_epoch" if both else name)
+                self.epoch[name + sfx] = _Epoch(start, weight if reduce_fx == "mean" else 0.0, reduce_fx, sync_dist,
+                                                prog_bar, logger, (f"{name}_epoch" if both else name) + sfx)
             else:
                 acc.update(value, weight)
 

@@ -13,7 +13,8 @@ from xtrain.core.errors import ConfigError
 
 __all__ = ["SchedulerConfig", "follow_replaced_optimizers", "parse_optimizers"]
 
-_FORMS = ("an optimizer", "a list of optimizers", "(optimizers, schedulers)", "{'optimizer': ..., 'lr_scheduler': ...}")
+_FORMS = ("an optimizer", "a list of optimizers", "(optimizers, schedulers)", "{'optimizer': ..., 'lr_scheduler': ...}",
+          "a list of such dicts")
 
 
 @dataclass(slots=True)
@@ -64,13 +65,17 @@ def parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[Sch
     schedulers: list[Any] = []
     if isinstance(result, torch.optim.Optimizer):
         optimizers = [result]
-    elif isinstance(result, Mapping):
-        if "optimizer" not in result:
-            raise ConfigError("configure_optimizers", dict(result), "a dict needs an 'optimizer' key.", choices=_FORMS,
-                              fix="return {'optimizer': opt, 'lr_scheduler': sched}.")
-        optimizers = [result["optimizer"]]
-        if result.get("lr_scheduler") is not None:
-            schedulers = [result["lr_scheduler"]]
+    elif isinstance(result, Mapping) or (isinstance(result, Sequence) and not isinstance(result, str) and result
+                                         and all(isinstance(item, Mapping) for item in result)):
+        # {"optimizer": ..., "lr_scheduler": ...}, or a list of such dicts, one per optimizer (as in Lightning).
+        optimizers = []
+        for item in [result] if isinstance(result, Mapping) else result:
+            if "optimizer" not in item:
+                raise ConfigError("configure_optimizers", dict(item), "a dict needs an 'optimizer' key.",
+                                  choices=_FORMS, fix="return {'optimizer': opt, 'lr_scheduler': sched}.")
+            optimizers.append(item["optimizer"])
+            if item.get("lr_scheduler") is not None:
+                schedulers.append(item["lr_scheduler"])
     elif isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], Sequence):
         optimizers, schedulers = list(result[0]), list(result[1])
     elif isinstance(result, Sequence) and not isinstance(result, str):

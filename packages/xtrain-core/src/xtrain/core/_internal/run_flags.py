@@ -8,6 +8,7 @@ wall-clock ``val_check_interval``.
 from __future__ import annotations
 
 import time
+import warnings
 from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,9 @@ def unshuffled(loader: Any) -> Any:
     if not isinstance(loader, DataLoader) or not isinstance(loader.sampler, RandomSampler):
         return loader
     from xtrain.core._internal.data import copy_dataloader
+
+    warnings.warn("overfit_batches: the training dataloader shuffles; xtrain reads it in order instead, so every "
+                  "epoch trains on the same first batches (as Lightning does).", UserWarning, stacklevel=2)
 
     sampler = SequentialSampler(loader.dataset)  # type: ignore[arg-type]
     batch_sampler = loader.batch_sampler

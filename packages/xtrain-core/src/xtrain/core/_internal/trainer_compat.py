@@ -108,6 +108,12 @@ class LightningAttributes:
         return list(self._val_limits) if self._stage() in ("fit", "validate") else []
 
     @property
+    def num_sanity_val_batches(self) -> list[float]:
+        """Batches per validation dataloader that the sanity check runs (``num_sanity_val_steps`` at most each)."""
+        steps: int = getattr(self, "num_sanity_val_steps", 0)
+        return [lim if steps == -1 else min(lim, steps) for lim in self.num_val_batches]
+
+    @property
     def num_test_batches(self) -> list[float]:
         return list(self._val_limits) if self._stage() == "test" else []
 

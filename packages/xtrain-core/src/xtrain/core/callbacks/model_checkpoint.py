@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 import time
 from datetime import timedelta
@@ -23,6 +24,12 @@ if TYPE_CHECKING:
 __all__ = ["ModelCheckpoint"]
 
 _FIELD = re.compile(r"\{([A-Za-z_][\w/.-]*)(:[^}]*)?\}")
+
+
+def _absolute(dirpath: str | Path | None) -> Path | None:
+    """A given directory made absolute (``~`` expanded, links resolved) as Lightning does, so ``best_model_path`` and
+    the other paths stay valid after the script changes its working directory."""
+    return Path(os.path.realpath(os.path.expanduser(dirpath))) if dirpath is not None else None
 
 
 class ModelCheckpoint(Callback):
@@ -78,7 +85,7 @@ class ModelCheckpoint(Callback):
         self.enable_version_counter = enable_version_counter
         self._last_time = time.monotonic()
         self._validated_step = -1
-        self._dirpath = Path(dirpath) if dirpath is not None else None
+        self._dirpath = _absolute(dirpath)
         self._run_dirpath: Path | None = None
         self.filename = filename
         self.monitor = monitor
@@ -125,7 +132,7 @@ class ModelCheckpoint(Callback):
 
     @dirpath.setter
     def dirpath(self, value: str | Path | None) -> None:
-        self._dirpath = Path(value) if value is not None else None
+        self._dirpath = _absolute(value)
 
     @override
     def on_fit_start(self, trainer: Trainer, module: TrainModule) -> None:

@@ -32,7 +32,8 @@ class StochasticWeightAveraging(WeightAveraging):
 
     Args:
         swa_lrs: The SWA learning rate, one for all parameter groups or one per group (``None``: keep the schedule).
-        swa_epoch_start: The first averaged epoch: an int, or a float in (0, 1) as a fraction of ``max_epochs``.
+        swa_epoch_start: The first SWA epoch, counted from 1 as in Lightning (``2``: the second epoch, where
+            ``current_epoch == 1``), or a float in (0, 1): that fraction of ``max_epochs``.
         annealing_epochs: Epochs over which SWALR moves the learning rate to ``swa_lrs``.
         annealing_strategy: ``"cos"`` or ``"linear"``.
         avg_fn: The per-parameter averaging function (default: the equal running mean).
@@ -61,12 +62,13 @@ class StochasticWeightAveraging(WeightAveraging):
         self._start = 0
 
     def _start_epoch(self, trainer: Trainer) -> int:
+        """The 0-based index of the first SWA epoch: ``swa_epoch_start`` counts from 1, as in Lightning."""
         if isinstance(self.swa_epoch_start, int):
-            return self.swa_epoch_start
+            return max(self.swa_epoch_start - 1, 0)
         if trainer.max_epochs is None or trainer.max_epochs < 1:
             raise ConfigError("swa_epoch_start", self.swa_epoch_start, "is a fraction of max_epochs, which is unset.",
                               fix="pass an epoch number (swa_epoch_start=8) or set max_epochs.")
-        return int(self.swa_epoch_start * trainer.max_epochs)
+        return max(int(self.swa_epoch_start * trainer.max_epochs) - 1, 0)
 
     @override
     def setup(self, trainer: Trainer, module: TrainModule, stage: str) -> None:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from xtrain.core.strategy import Strategy
     from xtrain.core.trainer import Trainer
 
-__all__ = ["prepare_batch", "run_evaluation", "run_predict"]
+__all__ = ["prepare_batch", "results_per_dataloader", "run_evaluation", "run_predict"]
 
 EvalStage = Literal["validate", "test", "sanity_check"]
 _PREFIX = {"validate": "validation", "sanity_check": "validation", "test": "test"}
@@ -54,6 +54,7 @@ def run_evaluation(trainer: Trainer, stage: EvalStage, loaders: list[Any], limit
     on_end = hooks.get(f"on_{prefix}_batch_end")
     with _no_grad(trainer):
         for dl_idx, (loader, limit) in enumerate(zip(loaders, limits, strict=True)):
+            trainer._metrics.dataloader_suffix = f"/dataloader_idx_{dl_idx}" if len(loaders) > 1 else ""
             for batch_idx, batch in enumerate(loader):
                 if batch_idx >= limit:
                     break
@@ -65,6 +66,7 @@ def run_evaluation(trainer: Trainer, stage: EvalStage, loaders: list[Any], limit
                 PROGRESS.step(stage)
                 for fn in on_end:
                     fn(output, batch, batch_idx, dl_idx)
+    trainer._metrics.dataloader_suffix = ""
     results = trainer._log_epoch_metrics(log=stage != "sanity_check")
     with trainer._metrics.epoch_end_logging():
         hooks.call(f"on_{prefix}_epoch_end")
@@ -74,6 +76,15 @@ def run_evaluation(trainer: Trainer, stage: EvalStage, loaders: list[Any], limit
         leave_eval(module, prefix)
     trainer._metrics.switch("train")
     return results
+
+
+def results_per_dataloader(results: dict[str, float], count: int) -> list[dict[str, float]]:
+    """``validate``/``test``'s return value, as Lightning's: one dict per dataloader, each with that dataloader's
+    ``.../dataloader_idx_<i>`` values and the values logged for all of them (in epoch-end hooks, say)."""
+    if count <= 1:
+        return [results]
+    return [{k: v for k, v in results.items() if k.endswith(f"/dataloader_idx_{i}") or "/dataloader_idx_" not in k}
+            for i in range(count)]
 
 
 def run_predict(trainer: Trainer, loaders: list[Any], limits: list[float], *, keep: bool = True) -> list[list[Any]]:

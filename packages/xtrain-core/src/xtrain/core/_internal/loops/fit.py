@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -29,6 +30,18 @@ if TYPE_CHECKING:
 __all__ = ["FitLoop"]
 
 
+def _batch_end_outputs(output: Any) -> Any:
+    """What ``on_train_batch_end`` receives, as in Lightning: ``{"loss": ...}`` for a returned tensor, a returned dict
+    as it is, every tensor detached (a hook keeping it must not keep the graph); ``{}`` for a step returning None."""
+    if output is None:
+        return {}
+    if isinstance(output, torch.Tensor):
+        return {"loss": output.detach()}
+    if isinstance(output, Mapping):
+        return {key: value.detach() if isinstance(value, torch.Tensor) else value for key, value in output.items()}
+    return output
+
+
 def _loss_of(output: Any) -> torch.Tensor | None:
     if output is None or isinstance(output, torch.Tensor):
         return output
@@ -46,6 +59,8 @@ class FitLoop:
         self.trainer = trainer
         self._deadline = math.inf
         self._timed_out = False
+        self._returned_none = False
+        self._warned_none = False
         self._step_args = step_args(trainer.module.training_step)
         self._prepare = batch_preparer(trainer)
         self._hooked_step = any(module_overrides(trainer.module, name) for name in STEP_HOOKS)
@@ -169,6 +184,7 @@ class FitLoop:
         t = self.trainer
         p = t._progress
         on_start = t._hooks.get("on_train_batch_start")
+        module_start = t._hooks.module_hook("on_train_batch_start")
         on_end = t._hooks.get("on_train_batch_end")
         save_point = t._hooks.get("on_save_point")
         self._before_backward = t._hooks.get("on_before_backward")
@@ -183,16 +199,21 @@ class FitLoop:
                 break
             batch = self._prepare(batch, 0)
             t._metrics.batch = batch
+            last = t.is_last_batch = batch_idx + 1 >= total
             for fn in on_start:
-                fn(batch, batch_idx)
-            last = batch_idx + 1 >= total
+                response = fn(batch, batch_idx)
+                # As Lightning: the module's hook returning -1 skips the rest of the epoch (callbacks' are not read).
+                if response is not None and fn is module_start and type(response) is int and response == -1:
+                    return True
             output, stepped = self._step(batch, batch_idx, last)
             PROGRESS.step("train")
             batch_idx += 1
             p.batches_in_epoch = batch_idx
             p.total_batches += 1
-            for fn in on_end:
-                fn(output, batch, batch_idx - 1)
+            if on_end:
+                shown = _batch_end_outputs(output)
+                for fn in on_end:
+                    fn(shown, batch, batch_idx - 1)
             self._check_time()
             if t._val_due(batch_idx, last) or (not last and self._validates_before_stopping()):
                 t._run_validation()
@@ -229,8 +250,10 @@ class FitLoop:
                 output, loss = self._forward_backward(batch, batch_idx, accumulate)
         else:
             output, loss = self._forward_backward(batch, batch_idx, 1)
-        if accumulating or loss is None:
+        if accumulating or (loss is None and not self._returned_none):  # a non-finite loss skipped: not counted
             return output, False
+        if loss is None:
+            return output, self._nothing_to_step()
         optimizer = t.optimizers[0]
         for fn in self._before_optimizer_step:
             fn(optimizer)
@@ -248,6 +271,20 @@ class FitLoop:
         t._after_optimizer_step(stepped)
         return output, True
 
+    def _nothing_to_step(self) -> bool:
+        """``training_step`` returned None: as in Lightning, no gradient and no update, but the step counts (the
+        schedulers step, logging and checkpointing see it), with a warning the first time."""
+        t = self.trainer
+        if not self._warned_none:
+            self._warned_none = True
+            warnings.warn("training_step returned None, so this batch updates nothing; the step still counts in "
+                          "global_step, as in Lightning. If this was on purpose, ignore this warning.", UserWarning,
+                          stacklevel=2)
+        t.optimizers[0].zero_grad(set_to_none=True)
+        t._progress.global_step += 1
+        t._after_optimizer_step(True)
+        return True
+
     def _user_optimizer_step(self, batch: Any, batch_idx: int) -> tuple[Any, bool]:
         t = self.trainer
         accumulate = 1 if t.strategy.handles_gradient_accumulation else t.accumulate_grad_batches
@@ -262,6 +299,7 @@ class FitLoop:
         t = self.trainer
         output = t.strategy.run_step("training_step", *self._step_args(batch, batch_idx, 0))
         loss = _loss_of(output)
+        self._returned_none = loss is None
         if loss is None:
             return output, None
         p = t._progress
