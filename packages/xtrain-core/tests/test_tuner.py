@@ -86,6 +86,21 @@ def test_lr_find_suggests_a_rate_plots_it_and_leaves_everything_as_it_was(tmp_pa
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_lr_find_follows_lightnings_schedule_smoothing_and_suggestion() -> None:
+    """Lightning 2.6's range test, measured side by side on one model: rates 1e-5, 1.585e-5, 1.995e-5 (its second
+    step skips 1e-5 * 10**0.1), first smoothed losses bias-corrected by beta**(step + 1), and the suggestion the
+    steepest slope against the rate itself; xtrain suggested 5.4e-4 where Lightning suggests 1.26e-4."""
+    from xtrain.core.tuner import LRFinder
+
+    finder = LRFinder(min_lr=1e-5, max_lr=1.0, num_training=50, mode="exponential")
+    assert [finder.lr_at(k) for k in range(3)] == pytest.approx([1e-05, 1e-5 * 10 ** 0.2, 1e-5 * 10 ** 0.3])
+    finder.lrs = [finder.lr_at(k) for k in range(20)]
+    finder.losses = [2.0 - 0.01 * k for k in range(20)]  # a straight fall: steepest against the smallest rates
+    assert finder.suggestion() == finder.lrs[10] and finder.results == {"lr": finder.lrs, "loss": finder.losses}
+    finder.losses[12] = float("nan")  # skipped, and the index still names the right rate
+    assert finder.suggestion(skip_begin=12) == finder.lrs[13]
+
+
 def test_lr_find_updates_the_learning_rate_hyperparameter() -> None:
     torch.manual_seed(0)
     module = Budgeted()

@@ -39,26 +39,37 @@ class LRFinder:
     losses: list[float] = field(default_factory=list)
     stopped_early: bool = False
 
+    @property
+    def results(self) -> dict[str, list[float]]:
+        """``{"lr": lrs, "loss": losses}``, as Lightning's ``_LRFinder.results``."""
+        return {"lr": self.lrs, "loss": self.losses}
+
     def lr_at(self, step: int) -> float:
-        """The learning rate the test uses at optimizer step ``step``."""
-        fraction = step / max(self.num_training - 1, 1)
+        """The learning rate the test uses at optimizer step ``step`` (0-based): ``min_lr``, then ``min_lr`` moved
+        ``(step + 1) / num_training`` of the way to ``max_lr``, geometrically or linearly. This is Lightning's
+        schedule exactly (its second step skips the ``1 / num_training`` point), so the curve and the suggestion
+        match a Lightning run."""
+        if step <= 0:
+            return self.min_lr
+        fraction = (step + 1) / max(self.num_training, 1)
         if self.mode == "linear":
             return self.min_lr + fraction * (self.max_lr - self.min_lr)
         return float(self.min_lr * (self.max_lr / self.min_lr) ** fraction)
 
     def suggestion(self, *, skip_begin: int = 10, skip_end: int = 1) -> float | None:
-        """The learning rate where the loss falls fastest (steepest negative slope against log lr), or ``None`` when
-        too few steps were recorded. ``skip_begin``/``skip_end`` ignore the noisy first and diverging last points."""
-        lrs = self.lrs[skip_begin:len(self.lrs) - skip_end]
-        losses = self.losses[skip_begin:len(self.losses) - skip_end]
-        points = [(lr, loss) for lr, loss in zip(lrs, losses, strict=True) if math.isfinite(loss)]
-        if len(points) < 3:
+        """The learning rate where the smoothed loss has its steepest negative slope against the learning rate, or
+        ``None`` with fewer than two finite points; ``skip_begin``/``skip_end`` ignore the noisy first and diverging
+        last points. Computed as Lightning's (``torch.gradient`` over the rates), so both suggest the same rate."""
+        import torch
+
+        kept = [(i, lr, loss) for i, (lr, loss) in enumerate(zip(self.lrs, self.losses, strict=True))
+                if skip_begin <= i < len(self.losses) - skip_end and math.isfinite(loss)]
+        if len(kept) < 2:
             return None
-        x = [math.log10(lr) if self.mode == "exponential" else lr for lr, _ in points]
-        y = [loss for _, loss in points]
-        slopes = [(y[i + 1] - y[i - 1]) / (x[i + 1] - x[i - 1]) for i in range(1, len(points) - 1)]
-        steepest = min(range(len(slopes)), key=slopes.__getitem__)
-        return points[steepest + 1][0]
+        losses = torch.tensor([loss for _, _, loss in kept], dtype=torch.float64)
+        rates = torch.tensor([lr for _, lr, _ in kept], dtype=torch.float64)
+        slopes = torch.gradient(losses, spacing=[rates])[0]
+        return self.lrs[kept[int(torch.argmin(slopes))][0]]
 
     def plot(self, path: str | Path | None = None, *, suggest: bool = True) -> Figure:
         """Draw loss against learning rate (log scale for the exponential test), marking the suggestion; saved as an
@@ -112,11 +123,14 @@ class RangeTest(Callback):
         self._recorded = step
         loss = float(loss_value.detach())
         self._average = self.beta * self._average + (1 - self.beta) * loss
-        smoothed = self._average / (1 - self.beta ** step)
+        # Lightning's bias correction, exponent included (step counts from 1 here, and it adds 1), so the curve
+        # and the suggestion are the ones a Lightning user gets.
+        smoothed = self._average / (1 - self.beta ** (step + 1))
         self.result.lrs.append(self.result.lr_at(step - 1))
         self.result.losses.append(smoothed)
-        if not math.isfinite(smoothed) or (self.early_stop_threshold is not None and
+        if not math.isfinite(smoothed) or (self.early_stop_threshold is not None and step > 1 and
                                            smoothed > self.early_stop_threshold * self._best):
             self.result.stopped_early = True
             trainer.should_stop = True
-        self._best = min(self._best, smoothed)
+        if smoothed < self._best or step == 1:
+            self._best = smoothed
