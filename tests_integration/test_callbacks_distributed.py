@@ -43,7 +43,8 @@ def test_weight_averaging_ranks_agree_and_resume_exactly(out: Path, name: str) -
     runs = {(run, rank): torch.load(out / f"{name}_{run}_rank{rank}.pt", weights_only=True)
             for run in ("full", "resumed") for rank in (0, 1)}
     full = runs["full", 0]
-    # EMA: after each of 4 steps per epoch for 3 epochs; SWA: at the end of epochs 1 and 2.
+    # EMA: after each of 4 steps per epoch for 3 epochs; SWA (swa_epoch_start=2, counted from 1): at the end of
+    # epochs 1 and 2 (0-based), so the resumed run (stopped after epoch 1) resumes with SWA started.
     assert full["num_averaged"] == {"ema": 12, "swa": 2}[name]
     for key in ("module", "average", "checkpoint"):
         assert _equal(full[key], runs["full", 1][key]), f"{name}: ranks disagree on {key}"

@@ -114,7 +114,7 @@ def spikes() -> None:
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     averaging_run("ema", lambda: EMAWeightAveraging(decay=0.8), TinyClassifier)
-    averaging_run("swa", lambda: StochasticWeightAveraging(swa_lrs=0.02, swa_epoch_start=1, annealing_epochs=2),
+    averaging_run("swa", lambda: StochasticWeightAveraging(swa_lrs=0.02, swa_epoch_start=2, annealing_epochs=2),
                   WithBatchNorm)
     predict()
     throughput()
