@@ -644,14 +644,19 @@ class Trainer(LightningAttributes):
     def _has_validation(self) -> bool:
         return bool(self._eval_loaders) and any(lim > 0 for lim in self._val_limits)
 
+    def _validates_this_epoch(self) -> bool:
+        """Whether the current epoch is one ``check_val_every_n_epoch`` validates in."""
+        every = self.check_val_every_n_epoch
+        return every is None or (self._progress.epoch + 1) % every == 0
+
     def _val_due(self, batches_done: int, last: bool) -> bool:
         if not self._has_validation() or self.state != "fit":
             return False
         if self._val_clock is not None:
             return self._val_clock.due(self.strategy)
-        every = self.check_val_every_n_epoch
-        if every is not None and (self._progress.epoch + 1) % every != 0:
+        if not self._validates_this_epoch():
             return False
+        every = self.check_val_every_n_epoch
         interval = self.val_check_interval
         if isinstance(interval, float):
             if interval == 1.0 or not math.isfinite(self.num_training_batches):

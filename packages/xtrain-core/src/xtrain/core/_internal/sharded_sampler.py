@@ -51,9 +51,7 @@ class ShardedSampler(Sampler[Any]):
 
     def set_epoch(self, epoch: int) -> None:
         """Passed on to the inner sampler when it has one (a ``DistributedSampler``-like user sampler)."""
-        inner = getattr(self.sampler, "set_epoch", None)
-        if callable(inner):
-            inner(epoch)
+        tell_epoch(epoch, self.sampler)
 
     def __iter__(self) -> Iterator[Any]:
         indices = list(self.sampler)

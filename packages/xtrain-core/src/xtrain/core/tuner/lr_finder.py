@@ -132,5 +132,4 @@ class RangeTest(Callback):
                                            smoothed > self.early_stop_threshold * self._best):
             self.result.stopped_early = True
             trainer.should_stop = True
-        if smoothed < self._best or step == 1:
-            self._best = smoothed
+        self._best = min(self._best, smoothed)

@@ -59,7 +59,6 @@ class FitLoop:
         self.trainer = trainer
         self._deadline = math.inf
         self._timed_out = False
-        self._returned_none = False
         self._warned_none = False
         self._step_args = step_args(trainer.module.training_step)
         self._prepare = batch_preparer(trainer)
@@ -104,8 +103,7 @@ class FitLoop:
         requested = self._stop_requested() and not t._preemption.preempted  # a preempted job saves, at once
         if not (self._timed_out or requested) or not t._has_validation() or t._val_clock is not None:
             return False
-        every = t.check_val_every_n_epoch
-        return every is None or (t._progress.epoch + 1) % every == 0
+        return t._validates_this_epoch()
 
     def run(self) -> None:
         t = self.trainer
@@ -250,10 +248,10 @@ class FitLoop:
                 output, loss = self._forward_backward(batch, batch_idx, accumulate)
         else:
             output, loss = self._forward_backward(batch, batch_idx, 1)
-        if accumulating or (loss is None and not self._returned_none):  # a non-finite loss skipped: not counted
+        if accumulating:
             return output, False
-        if loss is None:
-            return output, self._nothing_to_step()
+        if loss is None:  # training_step returned None: counted; a non-finite loss skipped by on_nonfinite_loss: not
+            return output, self._nothing_to_step() if _loss_of(output) is None else False
         optimizer = t.optimizers[0]
         for fn in self._before_optimizer_step:
             fn(optimizer)
@@ -299,7 +297,6 @@ class FitLoop:
         t = self.trainer
         output = t.strategy.run_step("training_step", *self._step_args(batch, batch_idx, 0))
         loss = _loss_of(output)
-        self._returned_none = loss is None
         if loss is None:
             return output, None
         p = t._progress
