@@ -201,7 +201,6 @@ CASES = [
     # -- what fit() is given (checked before any process starts) -------------------------------------------------
     Case("ckpt-path-missing", lambda r: fit(r, ckpt_path=str(r / "missing.ckpt"), strategy="ddp", devices=2,
                                             accelerator="cpu"), "ckpt_path", "does not exist", needs=("ddp",)),
-    Case("ckpt-path-last-none", lambda r: fit(r, ckpt_path="last"), "ckpt_path", "found no 'last' checkpoint"),
     Case("ckpt-path-best-none", lambda r: fit(r, ckpt_path="best"), "ckpt_path", "no best checkpoint"),
     Case("model-type", lambda r: fit(r, model=torch.nn.Linear(2, 2)), "model", "is not a TrainModule"),
     Case("datamodule-and-loaders", lambda r: fit(r, datamodule=DataModule()), "datamodule", "together with"),

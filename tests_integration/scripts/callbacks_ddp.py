@@ -81,7 +81,7 @@ class Writer(BasePredictionWriter):
 def predict() -> None:
     seed_everything(5)
     module = TinyClassifier()
-    data = DataLoader(tiny_dataset(40, seed=9), batch_size=8)
+    data = DataLoader(tiny_dataset(41, seed=9), batch_size=8)
     trainer(1, [Writer("batch_and_epoch")], OUT / "predict").predict(module, data)
     torch.save(module.state_dict(), OUT / f"pred_module_rank{int(__import__('os').environ['RANK'])}.pt")
 

@@ -21,6 +21,9 @@ Arms (the tiny model is where per-step overhead shows most):
 - ``defaults``: a Trainer with its defaults (logger, ``last.ckpt`` each epoch, progress bar); the step logs nothing.
 - ``log1`` / ``log20``: ``defaults`` whose step calls ``self.log`` once (``prog_bar=True``) / for 20 keys.
 - ``clip``: ``defaults`` with ``gradient_clip_val=1.0`` (by norm), compared with ``plain_clip``.
+- ``clip_lean``: ``lean`` with ``gradient_clip_val=1.0``, compared with ``plain_clip``: ``clip_lean / lean`` is what
+  clipping adds to the Trainer, to be read against what ``clip_grad_norm_`` adds to the plain loop (printed below the
+  table when ``lean`` and ``clip_lean`` both ran).
 - ``engine`` (and ``fabric`` when Lightning is installed): the plain loop under ``Engine.setup``.
 
 Targets on this model: ``log1`` <= 1.08, ``log20`` <= 1.10, ``clip`` <= 1.05 (against ``plain_clip``), ``lean`` ~1.00.
@@ -77,7 +80,7 @@ class Run(NamedTuple):
 
 ACCELERATOR = "cpu"
 CLOCK = time.perf_counter
-BASELINE_OF = {"clip": "plain_clip"}
+BASELINE_OF = {"clip": "plain_clip", "clip_lean": "plain_clip"}
 _BASELINES = {"plain", "plain_clip"}
 
 
@@ -220,6 +223,7 @@ def arm_functions() -> dict[str, Callable[[int], Run]]:
         "lean": lambda s: trainer(s, lean=True),
         "defaults": lambda s: trainer(s, lean=False), "log1": lambda s: trainer(s, lean=False, logged=1),
         "log20": lambda s: trainer(s, lean=False, logged=20), "clip": lambda s: trainer(s, lean=False, clip=1.0),
+        "clip_lean": lambda s: trainer(s, lean=True, clip=1.0),
         "engine": engine, "fabric": fabric,
     }
 
@@ -239,7 +243,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--arms", default="plain,plain_clip,plain_save,lean,defaults,log1,log20,clip,engine,fabric")
+    parser.add_argument("--arms", default="plain,plain_clip,plain_save,lean,defaults,log1,log20,clip,clip_lean,engine,fabric")
     parser.add_argument("--accelerator", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--clock", default="wall", choices=["wall", "process"],
                         help="process: this process's CPU time (steadier on a loaded machine; misses I/O waits)")
@@ -253,7 +257,7 @@ def main() -> int:
     wanted = [a for a in args.arms.split(",") if a in arms]
     if "plain" not in wanted:
         wanted.insert(0, "plain")
-    if "clip" in wanted and "plain_clip" not in wanted:
+    if ("clip" in wanted or "clip_lean" in wanted) and "plain_clip" not in wanted:
         wanted.insert(1, "plain_clip")
     try:
         import lightning.fabric  # type: ignore[import-not-found]  # noqa: F401
@@ -294,6 +298,11 @@ def main() -> int:
         run, epoch = ratios[arm]["run"], ratios[arm]["epoch"]
         print(f"{arm:10} {med / args.steps * 1e6:9.1f} {base:>10} {min(run):8.3f} {statistics.median(run):7.3f} "
               f"{min(epoch):10.3f} {statistics.median(epoch):7.3f} {losses[arm]:12.6f}")
+    if {"lean", "clip_lean", "plain", "plain_clip"} <= set(wanted):
+        raw = statistics.median(times["plain_clip"]) / statistics.median(times["plain"])
+        ours = statistics.median(times["clip_lean"]) / statistics.median(times["lean"])
+        print(f"clipping adds: {raw:.3f}x to the plain loop (plain_clip / plain), {ours:.3f}x to the Trainer "
+              f"(clip_lean / lean): {ours / raw:.3f} of the raw cost ratio")
     mismatched = [a for a in wanted if a != "fabric" and losses[a] != losses[BASELINE_OF.get(a, "plain")]]
     if mismatched:
         print(f"FINAL LOSSES DIFFER from the plain loop: {mismatched}")

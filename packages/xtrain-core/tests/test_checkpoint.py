@@ -93,12 +93,15 @@ def test_checkpoint_contents_and_manifest(tmp_path: Path) -> None:
 def test_ckpt_path_errors(tmp_path: Path) -> None:
     train, _ = tiny_loaders()
     trainer = Trainer(default_root_dir=tmp_path, max_steps=1, logger=False, enable_progress_bar=False)
-    with pytest.raises(ConfigError, match="ckpt_path='last': found no 'last' checkpoint"):
+    # As Lightning: "last" before any last.ckpt exists is not an error (a script passes it from its first run on).
+    with pytest.warns(UserWarning, match="ckpt_path='last': there is no last checkpoint .*none is loaded"):
         trainer.fit(TinyClassifier(), train, ckpt_path="last")
+    assert trainer.global_step == 1
     with pytest.raises(ConfigError, match=r"ckpt_path='missing\.ckpt': does not exist"):
         trainer.fit(TinyClassifier(), train, ckpt_path="missing.ckpt")
+    fresh = Trainer(default_root_dir=tmp_path / "fresh", max_steps=1, logger=False, enable_progress_bar=False)
     with pytest.raises(ConfigError, match="ckpt_path='best': there is no best checkpoint"):
-        trainer.validate(TinyClassifier(), tiny_loaders()[1], ckpt_path="best")
+        fresh.validate(TinyClassifier(), tiny_loaders()[1], ckpt_path="best")
 
 
 def test_model_checkpoint_keeps_the_best_k(tmp_path: Path) -> None:

@@ -135,3 +135,22 @@ def test_the_engine_tells_a_custom_sampler_each_pass() -> None:
         assert sum(1 for _ in loader) == 2
     assert sampler.epochs == [0, 1]
     assert torch.is_tensor(next(iter(loader))[0])
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_predict_sharding_repeats_no_sample(shuffle: bool) -> None:
+    """predict's sharding (pad=False): 11 samples on 2 ranks are 6 + 5, each exactly once, the lengths agree with
+    what is yielded; validation's (pad=True) gives both ranks 6, repeating one."""
+    from xtrain.core._internal.sampler import ResumableSampler
+    from xtrain.core._internal.sharded_sampler import ShardedSampler
+
+    data = list(range(11))
+    for pad, sizes in ((False, [6, 5]), (True, [6, 6])):
+        shards = [list(ResumableSampler(data, shuffle=shuffle, num_replicas=2, rank=r, pad=pad)) for r in (0, 1)]
+        assert [len(s) for s in shards] == sizes
+        assert [len(ResumableSampler(data, shuffle=shuffle, num_replicas=2, rank=r, pad=pad)) for r in (0, 1)] == sizes
+        both = shards[0] + shards[1]
+        assert sorted(set(both)) == data and len(both) == (11 if not pad else 12)
+        custom = [list(ShardedSampler(range(11), num_replicas=2, rank=r, pad=pad)) for r in (0, 1)]
+        assert [len(c) for c in custom] == sizes == [len(ShardedSampler(range(11), num_replicas=2, rank=r, pad=pad))
+                                                     for r in (0, 1)]

@@ -396,6 +396,106 @@ def test_best_checkpoint_found_by_a_new_trainer(tmp_path: Path) -> None:
     assert find_checkpoint(fresh, "best") == best
 
 
+def test_bare_test_after_predict_still_uses_the_best_checkpoint_of_fit(tmp_path: Path) -> None:
+    """Lightning's rule: test()/validate()/predict() without a model use fit's best checkpoint, whatever ran in
+    between (xtrain did so only right after fit: a predict(model) in between made test() use the weights in memory)."""
+    from xtrain.core import ModelCheckpoint
+
+    train, val = tiny_loaders()
+    module = TinyClassifier()
+    trainer = quiet(max_epochs=3, default_root_dir=tmp_path, callbacks=[
+        ModelCheckpoint(tmp_path / "ckpts", monitor="val_loss", save_top_k=1)])
+    trainer.fit(module, train, val)
+    best = trainer.checkpoint_callback.best_model_path  # type: ignore[union-attr]
+    trainer.predict(module, val)
+    assert trainer.ckpt_path is None  # a model was passed: its weights, no checkpoint
+    trainer.test(dataloaders=val, verbose=False)
+    assert str(trainer.ckpt_path) == best
+    trainer.validate(dataloaders=val, verbose=False)
+    assert str(trainer.ckpt_path) == best
+
+
+def test_last_means_a_last_file_not_the_newest_top_k_file(tmp_path: Path) -> None:
+    """As Lightning: ckpt_path="last" is a last*.ckpt (or OnExceptionCheckpoint's file); without one it warns and
+    loads nothing. xtrain used to fall back to the newest top-k file: other weights than the user's "last"."""
+    import shutil
+
+    from xtrain.core import ModelCheckpoint
+    from xtrain.core.callbacks import OnExceptionCheckpoint
+
+    train, val = tiny_loaders()
+    module = TinyClassifier()
+    trainer = quiet(max_epochs=2, default_root_dir=tmp_path, callbacks=[
+        ModelCheckpoint(tmp_path / "ckpts", monitor="val_loss", save_top_k=1)])
+    trainer.fit(module, train, val)
+    assert [p.name for p in (tmp_path / "ckpts").iterdir()] and not list((tmp_path / "ckpts").glob("last*"))
+    with pytest.warns(UserWarning, match="ckpt_path='last': there is no last checkpoint"):
+        trainer.test(module, val, ckpt_path="last", verbose=False)
+    assert trainer.ckpt_path is None
+    on_exception = OnExceptionCheckpoint(tmp_path / "exc")
+    trainer = quiet(max_epochs=1, default_root_dir=tmp_path, callbacks=[
+        ModelCheckpoint(tmp_path / "ckpts", monitor="val_loss", save_top_k=1), on_exception])
+    on_exception.dirpath.mkdir()
+    top_k = next((tmp_path / "ckpts").iterdir())
+    shutil.copy(top_k, on_exception.ckpt_path)  # as if a crash had saved it
+    trainer.test(module, val, ckpt_path="last", verbose=False)
+    assert str(trainer.ckpt_path) == str(on_exception.ckpt_path) != str(top_k)
+
+
+def test_validation_step_values_get_their_own_logger_rows(tmp_path: Path) -> None:
+    """As Lightning: a value logged on_step in validation_step goes to the loggers after its batch, on a count of
+    validation batches (0, 1, 2, ... across the fit; the sanity check counts none); it is in logged_metrics, not in
+    callback_metrics, and never lands on training rows (xtrain copied the last one onto the next epoch's rows)."""
+    import csv
+
+    from xtrain.core import CSVLogger
+
+    class StepLogged(TinyClassifier):
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            self.log("vs", float(10 * self.current_epoch + batch_idx), on_step=True, on_epoch=False)
+            self.log("vb", float(batch_idx), on_step=True, on_epoch=True)
+
+    train, val = tiny_loaders(n=64, batch_size=8)  # 8 training and 2 validation batches an epoch
+    trainer = quiet(max_epochs=2, log_every_n_steps=4, logger=CSVLogger(tmp_path), num_sanity_val_steps=1)
+    trainer.fit(StepLogged(), train, val)
+    rows = list(csv.DictReader(next(tmp_path.rglob("metrics.csv")).read_text().splitlines()))
+    vs = [(int(r["step"]), float(r["vs"])) for r in rows if r.get("vs")]
+    assert vs == [(0, 0.0), (1, 1.0), (2, 10.0), (3, 11.0)]
+    assert not [r for r in rows if r.get("train_loss") and (r.get("vs") or r.get("vb_step"))]
+    assert [float(r["vb_step"]) for r in rows if r.get("vb_step")] == [0.0, 1.0, 0.0, 1.0]
+    assert "vs" not in trainer.callback_metrics and "vb_step" not in trainer.callback_metrics
+    assert trainer.callback_metrics["vb"].item() == 0.5 == trainer.callback_metrics["vb_epoch"].item()
+    assert trainer.logged_metrics["vs"] == 11.0 and trainer.logged_metrics["vb_step"] == 1.0
+
+
+def test_manual_optimization_global_step_moves_with_each_optimizer_step() -> None:
+    """Lightning 2.6.6 reads (1, 2), (3, 4), ... after each of two optimizers' steps; xtrain read (0, 0), (2, 2)."""
+    seen: list[tuple[int, int]] = []
+
+    class TwoOptimizers(TinyClassifier):
+        def __init__(self) -> None:
+            super().__init__()
+            self.automatic_optimization = False
+
+        def training_step(self, batch: Any, batch_idx: int) -> None:
+            first, second = self.optimizers()  # type: ignore[misc]
+            x, y = batch
+            for opt in (first, second):
+                loss = torch.nn.functional.cross_entropy(self(x), y)
+                opt.zero_grad()
+                self.manual_backward(loss)
+                opt.step()
+                seen.append(self.global_step)
+
+        def configure_optimizers(self) -> Any:
+            return [torch.optim.SGD(self.parameters(), lr=0.01), torch.optim.SGD(self.parameters(), lr=0.01)]
+
+    trainer = quiet(max_steps=5, limit_train_batches=10)
+    trainer.fit(TwoOptimizers(), tiny_loaders()[0])
+    assert list(zip(seen[::2], seen[1::2], strict=True)) == [(1, 2), (3, 4), (5, 6)]
+    assert trainer.global_step == 6  # max_steps checked after the batch, as Lightning (6 steps over 3 batches)
+
+
 # -- (i) ModelCheckpoint and EarlyStopping parameters ----------------------------------------------------------------
 def test_model_checkpoint_parameters(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from xtrain.core import ModelCheckpoint
@@ -567,6 +667,45 @@ def test_xtrain_cli_from_a_script(tmp_path: Path) -> None:
                                                                 "default_root_dir": str(tmp_path / "second")},
                     args=["fit", "--model.lr", "0.2"])
     assert cli.subcommand == "fit" and cli.trainer.global_step == 3 and cli.model.hparams.lr == 0.2
+
+
+def test_xtrain_cli_in_a_script_refuses_abbreviations_and_typos_with_the_closest_name(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """As the xtrain command (issue 17): --trainer.max_epoch is not taken as --trainer.max_epochs (argparse's
+    abbreviations, which LightningCLI also accepts), and a YAML key with a typo names the closest valid key."""
+    from xtrain.core.cli import XtrainCLI
+
+    with pytest.raises(SystemExit) as info:
+        XtrainCLI(TinyClassifier, TinyData, args=["fit", "--trainer.max_epoch", "3"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage:" in err and "did you mean --trainer.max_epochs" in err
+    config = tmp_path / "cfg.yaml"
+    config.write_text("trainer:\n  max_epoch: 3\nmodel:\n  lrr: 0.1\n")
+    with pytest.raises(SystemExit):
+        XtrainCLI(TinyClassifier, TinyData, args=["fit", "--config", str(config)])
+    err = capsys.readouterr().err
+    assert "did you mean 'trainer.max_epochs'" in err or "did you mean 'model.lr'" in err
+    with pytest.raises(SystemExit):
+        XtrainCLI(TinyClassifier, TinyData, run=False, args=["--model.lrr", "0.1"])
+    assert "did you mean --model.lr" in capsys.readouterr().err
+
+
+def test_xtrain_cli_resume_writes_its_config_into_the_resumed_run(tmp_path: Path) -> None:
+    """fit --ckpt_path continues the checkpoint's run directory; its config.yaml went to a new, otherwise empty
+    version directory (log_dir was read at setup, before the resume moved the loggers)."""
+    import yaml
+
+    from xtrain.core.cli import XtrainCLI
+
+    common = ["--trainer.enable_progress_bar", "false", f"--trainer.default_root_dir={tmp_path}",
+              "--trainer.logger", "xtrain.core.CSVLogger", f"--trainer.logger.save_dir={tmp_path}"]
+    XtrainCLI(TinyClassifier, TinyData, args=["fit", "--trainer.max_epochs", "1", *common])
+    run = tmp_path / "xtrain_logs" / "version_0"
+    last = next(run.rglob("last.ckpt"))
+    XtrainCLI(TinyClassifier, TinyData, args=["fit", "--trainer.max_epochs", "2", "--ckpt_path", str(last), *common])
+    assert sorted(p.name for p in (tmp_path / "xtrain_logs").iterdir()) == ["version_0"]
+    assert yaml.safe_load((run / "config.yaml").read_text())["trainer"]["max_epochs"] == 2
 
 
 def test_epoch_is_logged_and_failed_runs_leave_no_version_dir(tmp_path: Path) -> None:
@@ -757,6 +896,27 @@ def test_is_last_batch_and_num_sanity_val_batches() -> None:
     quiet(max_epochs=1, limit_train_batches=3, num_sanity_val_steps=2, callbacks=[Watch()]).fit(
         TinyClassifier(), tiny_loaders()[0], [val, short])
     assert flags == [(0, False), (1, False), (2, True)] and sanity == [[2, 1]]
+
+
+def test_validation_turned_off_counts_no_validation_batches() -> None:
+    """As Lightning: limit_val_batches=0 turns validation off, so there are no validation loaders to count ([], it
+    was [0]); limit_test_batches=0 likewise for test."""
+    seen: list[tuple[list[float], list[float]]] = []
+
+    class Watch(Callback):
+        def on_train_epoch_start(self, trainer: Trainer, module: TrainModule) -> None:
+            seen.append((trainer.num_val_batches, trainer.num_sanity_val_batches))
+
+    train, val = tiny_loaders()
+    trainer = quiet(max_epochs=1, limit_train_batches=2, limit_val_batches=0, callbacks=[Watch()])
+    trainer.fit(TinyClassifier(), train, val)
+    assert seen == [([], [])] and trainer.num_val_batches == []
+    trainer = quiet(max_epochs=1, limit_train_batches=2, limit_val_batches=3, limit_test_batches=0)
+    module = TinyClassifier()
+    trainer.fit(module, train, val)
+    assert trainer.num_val_batches == [3]
+    trainer.test(module, val)
+    assert trainer.num_test_batches == []
 
 
 def test_several_validation_loaders_log_and_return_one_value_each(tmp_path: Path) -> None:

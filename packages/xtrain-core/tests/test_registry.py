@@ -73,3 +73,26 @@ def test_listing_names_imports_nothing(installed_distribution: Any) -> None:
     with pytest.raises(ConfigError, match="could not be imported: RuntimeError: imported too early") as info:
         STRATEGIES.load("boom")
     assert isinstance(info.value.__cause__, RuntimeError)
+
+
+def test_a_plugin_that_failed_to_import_is_not_imported_again(installed_distribution: Any) -> None:
+    """Every Trainer() asking for it (or scanning for 'auto') would re-run the broken module: seconds of imports and
+    its side effects each time. The failure is kept and reported again, with the same cause, until refresh()."""
+    import builtins
+
+    installed_distribution("flaky-plugin", {"xtrain.strategies": {"flaky": "flaky_mod:Flaky"}},
+                           {"flaky_mod": "import builtins\nbuiltins._xtrain_flaky_runs = "
+                                         "getattr(builtins, '_xtrain_flaky_runs', 0) + 1\n"
+                                         "raise RuntimeError('broken at import')\n"})
+    causes = []
+    for _ in range(3):
+        with pytest.raises(ConfigError, match="could not be imported: RuntimeError: broken at import") as info:
+            STRATEGIES.load("flaky")
+        causes.append(info.value.__cause__)
+    assert builtins._xtrain_flaky_runs == 1  # type: ignore[attr-defined]
+    assert all(isinstance(c, RuntimeError) for c in causes)
+    STRATEGIES.refresh()  # e.g. after installing a fixed version in a running notebook
+    with pytest.raises(ConfigError):
+        STRATEGIES.load("flaky")
+    assert builtins._xtrain_flaky_runs == 2  # type: ignore[attr-defined]
+    del builtins._xtrain_flaky_runs  # type: ignore[attr-defined]

@@ -137,6 +137,25 @@ def test_wandb_offline_run_holds_params_metrics_by_step_and_checkpoints(tmp_path
         "checkpoints"  # type: ignore[union-attr]
 
 
+def test_wandb_keeps_validation_step_values(tmp_path: Path) -> None:
+    """Values logged on_step in validation_step come on a count of validation batches (behind the global step, as in
+    Lightning); W&B drops a row whose step goes back, so they go to the run's current step and are kept."""
+    from xtrain.core.loggers import WandbLogger
+
+    class StepLogged(TinyClassifier):
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            self.log("val_batch", float(10 * self.current_epoch + batch_idx), on_step=True, on_epoch=False)
+
+    logger = WandbLogger(tmp_path, project="proj", offline=True)
+    train, val = tiny_loaders(n=64)
+    Trainer(max_epochs=2, logger=logger, log_every_n_steps=1, default_root_dir=tmp_path, enable_progress_bar=False,
+            enable_model_summary=False, num_sanity_val_steps=0).fit(StepLogged(), train, val)
+    run = wandb_run(tmp_path, logger.version)
+    assert run["history"][4]["val_batch"] == 0.0  # the first validation's last batch (its 1 batch of 16), at step 4
+    assert run["history"][8]["val_batch"] == 10.0
+    assert all("train_loss" in row for row in run["history"].values())
+
+
 def test_wandb_resume_continues_the_same_run(tmp_path: Path) -> None:
     from xtrain.core.loggers import WandbLogger
 

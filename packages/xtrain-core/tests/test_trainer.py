@@ -162,6 +162,40 @@ def test_reduce_on_plateau_needs_and_uses_its_monitor() -> None:
         quiet(max_steps=1).fit(Missing(), train)
 
 
+@pytest.mark.parametrize("strict", [True, False])
+def test_reduce_on_plateau_strict_false_skips_a_missing_monitor(strict: bool) -> None:
+    """As Lightning's "strict" key: False warns and skips the update each epoch; True (default) is the error."""
+
+    class Unlogged(TinyClassifier):
+        def configure_optimizers(self) -> Any:
+            opt = torch.optim.SGD(self.parameters(), lr=0.1)
+            plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=0, factor=0.5)
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": plateau, "monitor": "val_missing",
+                                                       "strict": strict}}
+
+    train, val = tiny_loaders()
+    trainer = quiet(max_epochs=3, limit_train_batches=2, limit_val_batches=1)
+    if strict:
+        with pytest.raises(ConfigError, match="monitor='val_missing': was never logged"):
+            trainer.fit(Unlogged(), train, val)
+        return
+    with pytest.warns(RuntimeWarning, match="'val_missing', which was not logged .*strict=False") as caught:
+        trainer.fit(Unlogged(), train, val)
+    assert trainer.current_epoch == 3 and trainer.optimizers[0].param_groups[0]["lr"] == 0.1
+    assert sum("val_missing" in str(w.message) for w in caught) == 3  # once an epoch, as Lightning's
+
+
+def test_scheduler_strict_must_be_a_bool() -> None:
+    class Odd(TinyClassifier):
+        def configure_optimizers(self) -> Any:
+            opt = torch.optim.SGD(self.parameters(), lr=0.1)
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": torch.optim.lr_scheduler.StepLR(opt, 1),
+                                                       "strict": "no"}}
+
+    with pytest.raises(ConfigError, match="strict='no': must be True or False"):
+        quiet(max_steps=1).fit(Odd(), tiny_loaders()[0])
+
+
 def test_fast_dev_run_runs_one_batch_of_each_stage(tmp_path: Path) -> None:
     rec = Recorder()
     train, val = tiny_loaders()

@@ -92,6 +92,7 @@ class Registry(Generic[_T]):
         self.pin = pin
         self._entries: dict[str, _Entry] | None = None
         self._loaded: dict[str, Callable[[], _T]] = {}
+        self._failed: dict[str, BaseException] = {}  # a plugin whose import failed is not imported again
         self._warned: set[str] = set()
         self._told_ignored: set[str] = set()
 
@@ -99,6 +100,7 @@ class Registry(Generic[_T]):
         """Forget what was scanned (after installing a distribution in a running process)."""
         self._entries = None
         self._loaded.clear()
+        self._failed.clear()
         self._warned.clear()
         self._told_ignored.clear()
 
@@ -135,7 +137,8 @@ class Registry(Generic[_T]):
         Raises:
             ConfigError: For an unknown name (with the ``pip install`` line for a first-party one), a name that two
                 distributions claim, or a plugin that fails to import or misses abstract methods (naming its entry
-                point and distribution, with the original error as ``__cause__``).
+                point and distribution, with the original error as ``__cause__``). A failed import is not tried
+                again until :meth:`refresh`: the same error is raised at once.
         """
         return self._load(name, scanning=False)
 
@@ -160,10 +163,14 @@ class Registry(Generic[_T]):
                 f"{' and '.join(entry.distributions)}.",
                 fix="uninstall one of them, or pass the plugin as an instance instead of a name.",
             )
+        failed = self._failed.get(key)
+        if failed is not None:  # a broken module re-runs on every import attempt (seconds, side effects): once only
+            raise self._broken(name, entry, f"could not be imported: {_describe(failed)}") from failed
         started = time.perf_counter()
         try:
             loaded = entry.entry_point.load()
         except PLUGIN_FAILURES as err:
+            self._failed[key] = err
             raise self._broken(name, entry, f"could not be imported: {_describe(err)}") from err
         seconds = time.perf_counter() - started
         if seconds > SLOW_IMPORT_SECONDS:

@@ -555,7 +555,7 @@ class Trainer(LightningAttributes):
 
         def prep(loader: Any, train: bool) -> Any:
             return prepare_dataloader(loader, distributed=dist, use_distributed_sampler=self.use_distributed_sampler,
-                                      training=train)
+                                      training=train, pad=stage != "predict")
 
         def as_list(value: Any) -> list[Any]:
             return [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
@@ -700,6 +700,11 @@ class Trainer(LightningAttributes):
             if config.needs_metric:
                 assert config.monitor is not None
                 metric = self.callback_metrics.get(config.monitor)
+                if metric is None and not config.strict:
+                    warnings.warn(f"ReduceLROnPlateau monitors {config.monitor!r}, which was not logged (logged: "
+                                  f"{sorted(self.callback_metrics)}); strict=False, so this learning-rate update is "
+                                  f"skipped.", RuntimeWarning, stacklevel=2)
+                    continue
                 if metric is None:
                     raise ConfigError("monitor", config.monitor, "was never logged, so ReduceLROnPlateau cannot use it.",
                                       choices=sorted(self.callback_metrics),
@@ -725,8 +730,15 @@ class Trainer(LightningAttributes):
 
     def _strategy_optimizers(self) -> list[StrategyOptimizer]:
         if [w.optimizer for w in self._wrapped_optimizers] != self.optimizers:
-            self._wrapped_optimizers = [StrategyOptimizer(opt, self.strategy) for opt in self.optimizers]
+            self._wrapped_optimizers = [StrategyOptimizer(opt, self.strategy, on_step=self._manual_step_taken)
+                                        for opt in self.optimizers]
         return self._wrapped_optimizers
+
+    def _manual_step_taken(self) -> None:
+        """Under manual optimization ``global_step`` counts each ``opt.step()`` as it happens, as in Lightning (a
+        ``training_step`` reading ``self.global_step`` between two optimizers' steps sees the first counted)."""
+        if not self.module.automatic_optimization:
+            self._progress.global_step += 1
 
     def _flush_loggers(self) -> None:
         """Write what loggers hold in memory; called when this rank is ended because another one failed."""

@@ -38,8 +38,9 @@ def best_from_last_checkpoint(trainer: Trainer) -> str | None:
 
 
 def default_ckpt_path(trainer: Trainer, model: Any, ckpt_path: str | Path | None) -> str | Path | None:
-    """``validate``/``test``/``predict`` without a model after ``fit``: the best checkpoint of that fit, as in
-    Lightning (with a model, or without a best checkpoint, the current weights)."""
-    if ckpt_path is not None or model is not None or trainer.state != "fit":
+    """``validate``/``test``/``predict`` without a model after a ``fit`` (also with other stages in between): the best
+    checkpoint of that fit, as in Lightning. With a model, or without a best checkpoint, the current weights (where
+    Lightning raises)."""
+    if ckpt_path is not None or model is not None:
         return ckpt_path
     return "best" if any(cb.best_model_path for cb in trainer.checkpoint_callbacks) else None

@@ -83,8 +83,13 @@ def restore_targets(trainer: Trainer, *, fitting: bool) -> dict[str, Any]:
     return targets
 
 
-def find_checkpoint(trainer: Trainer, ckpt_path: str | Path) -> str:
-    """Resolve ``"last"``, ``"best"`` or a path into an existing checkpoint path."""
+def find_checkpoint(trainer: Trainer, ckpt_path: str | Path) -> str | None:
+    """Resolve ``"last"``, ``"best"`` or a path into an existing checkpoint path.
+
+    ``"last"`` is, as in Lightning, the newest ``last*.ckpt`` of the run's ModelCheckpoints (or an
+    OnExceptionCheckpoint's file); when there is none it warns and returns ``None`` (nothing is loaded), so a script
+    can pass ``ckpt_path="last"`` from its first run on.
+    """
     if ckpt_path == "best":
         best = next((cb.best_model_path for cb in trainer.checkpoint_callbacks if cb.best_model_path), None)
         if not best:
@@ -99,13 +104,17 @@ def find_checkpoint(trainer: Trainer, ckpt_path: str | Path) -> str:
     if ckpt_path == "last":
         from xtrain.core.sharded_checkpoint import checkpoint_complete
 
-        candidates = [Path(p) for cb in trainer.checkpoint_callbacks for p in cb.last_checkpoint_candidates(trainer)]
+        candidates = _last_candidates(trainer)
         # A sharded directory whose manifest is missing was interrupted mid-save: never the one to resume from.
         existing = [p for p in candidates if checkpoint_complete(p)]
         if not existing:
-            raise ConfigError("ckpt_path", ckpt_path, f"found no 'last' checkpoint (looked for "
-                              f"{sorted({str(p) for p in candidates}) or 'nothing: checkpointing is off'}).",
-                              fix="train once with checkpointing on, or pass a path.")
+            where = "no ModelCheckpoint: checkpointing is off" if not trainer.checkpoint_callbacks else \
+                "no complete last*.ckpt beside the run's checkpoints"
+            warnings.warn(f"ckpt_path='last': there is no last checkpoint ({where}), so none is loaded and the "
+                          f"model is used as it is, as in Lightning. Fix: ModelCheckpoint(save_last=True) writes one "
+                          f"(the default checkpointing does); ckpt_path='auto' resumes the newest complete checkpoint "
+                          f"of any name.", UserWarning, stacklevel=4)
+            return None
         chosen = str(max(existing, key=lambda p: p.stat().st_mtime_ns))
         _announce_last(trainer, chosen)
         return chosen
@@ -114,6 +123,17 @@ def find_checkpoint(trainer: Trainer, ckpt_path: str | Path) -> str:
         raise ConfigError("ckpt_path", str(ckpt_path), "does not exist.", choices=["last", "best", "an existing path"],
                           fix="pass the path of a checkpoint file or directory.")
     return str(path)
+
+
+def _last_candidates(trainer: Trainer) -> list[Path]:
+    """Lightning's candidates for ``"last"``: the ``last*.ckpt`` files of the ModelCheckpoints, and the file of an
+    OnExceptionCheckpoint (another top-k file is not "last": it may be older than the weights in memory)."""
+    from xtrain.core.callbacks.on_exception_checkpoint import OnExceptionCheckpoint
+
+    found = [Path(p) for cb in trainer.checkpoint_callbacks for p in cb.last_checkpoint_candidates(trainer)
+             if Path(p).name.startswith(cb.LAST_NAME)]
+    found += [cb.ckpt_path for cb in trainer.callbacks if isinstance(cb, OnExceptionCheckpoint)]
+    return [p for p in found if p.exists()]
 
 
 def _announce_last(trainer: Trainer, path: str) -> None:

@@ -38,12 +38,13 @@ def copy_dataloader(loader: DataLoader[Any], **attrs: Any) -> DataLoader[Any]:
 
 
 def prepare_dataloader(loader: Any, *, distributed: dict[str, int] | None, use_distributed_sampler: bool,
-                       training: bool) -> Any:
+                       training: bool, pad: bool = True) -> Any:
     """Return ``loader`` with its sampler replaced by a :class:`ResumableSampler` where that is possible.
 
     Samplers we do not know (custom ones) are left alone, except under a distributed strategy, where each rank gets
     its share of what they yield (:class:`~xtrain.core._internal.sharded_sampler.ShardedSampler`), and of a custom
-    batch sampler's batches (``ShardedBatchSampler``).
+    batch sampler's batches (``ShardedBatchSampler``). ``pad=False`` (``predict``): the strategy's sharding repeats
+    no sample to even the ranks out, so no prediction is made twice.
     """
     if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
         return loader
@@ -59,9 +60,9 @@ def prepare_dataloader(loader: Any, *, distributed: dict[str, int] | None, use_d
     if torchs and isinstance(sampler, RandomSampler):
         if sampler.replacement or sampler._num_samples is not None:
             return loader
-        kwargs = {"shuffle": True, "generator": sampler.generator, "seed": exported_seed()}
+        kwargs = {"shuffle": True, "generator": sampler.generator, "seed": exported_seed(), "pad": pad}
     elif torchs and isinstance(sampler, SequentialSampler):
-        kwargs = {"shuffle": False}
+        kwargs = {"shuffle": False, "pad": pad}
     elif torchs and isinstance(sampler, DistributedSampler):
         kwargs = {"shuffle": sampler.shuffle, "seed": sampler.seed, "drop_last": sampler.drop_last}
         shard = {"num_replicas": sampler.num_replicas, "rank": sampler.rank}
@@ -77,7 +78,7 @@ def prepare_dataloader(loader: Any, *, distributed: dict[str, int] | None, use_d
             return loader
         from xtrain.core._internal.sharded_sampler import ShardedSampler
 
-        split = ShardedSampler(sampler, num_replicas=shard["num_replicas"], rank=shard["rank"])
+        split = ShardedSampler(sampler, num_replicas=shard["num_replicas"], rank=shard["rank"], pad=pad)
         return copy_dataloader(loader, sampler=split,
                                batch_sampler=BatchSampler(split, batch_sampler.batch_size, batch_sampler.drop_last))
     if shard is not None:

@@ -104,6 +104,10 @@ class MetricStore:
         self.objects: MetricObjects | None = None  # torchmetrics Metric objects, once one is logged
         # "/dataloader_idx_<i>" while the steps of one of several evaluation dataloaders run (Lightning's keys)
         self.dataloader_suffix = ""
+        # Values logged on_step in validation/test steps: sent to the loggers after their batch, on a step count of
+        # evaluation batches per dataloader (Lightning's), never onto training rows nor into callback_metrics.
+        self._eval_step_values: dict[str, torch.Tensor] = {}
+        self._eval_batches: dict[tuple[Stage, int], int] = {}
 
     def new_results(self) -> None:
         """Start a stage's metrics afresh, as Lightning does at each ``fit``/``validate``/``test``/``predict``: new
@@ -114,6 +118,8 @@ class MetricStore:
         self.step_values = {}
         self.step_logger_keys = set()
         self.prog_bar_keys = set()
+        self._eval_step_values = {}
+        self._eval_batches = {}
 
     @property
     def in_epoch_end(self) -> bool:
@@ -187,13 +193,17 @@ class MetricStore:
         if step:
             step_value = self._reduce(value, reduce_fx) if sync_dist else value
             key = (f"{name}_step" if both else name) + sfx
-            self.step_values[key] = step_value
-            self.callback_metrics[key] = step_value
-            if both:
-                self.callback_metrics[name + sfx] = step_value
-            if logger:
-                self.step_logger_keys.add(key)
+            if training:
+                self.step_values[key] = step_value
+                self.callback_metrics[key] = step_value
+                if both:
+                    self.callback_metrics[name + sfx] = step_value
+                if logger:
+                    self.step_logger_keys.add(key)
+            elif logger:
+                self._eval_step_values[key] = step_value
             if prog_bar:
+                self.step_values[key] = step_value
                 self.prog_bar_keys.add(key)
         if epoch:
             acc = self.epoch.get(name + sfx)
@@ -226,6 +236,22 @@ class MetricStore:
         out = {k: float(self.step_values[k].item()) for k in self.step_logger_keys if k in self.step_values}
         self.logged_metrics.update(out)
         return out
+
+    def eval_batch_done(self, dataloader_idx: int) -> tuple[dict[str, float], int]:
+        """After a validation/test batch: the values its step logged on_step for the loggers (floats, synchronized
+        here), and the logger step of that batch (a count of this stage's evaluation batches of that dataloader)."""
+        if self.stage == "sanity_check":  # as Lightning: the sanity check logs nothing and counts no batch
+            self._eval_step_values.clear()
+            return {}, 0
+        where = (self.stage, dataloader_idx)
+        step = self._eval_batches.get(where, 0)
+        self._eval_batches[where] = step + 1
+        if not self._eval_step_values:
+            return {}, step
+        out = {k: float(v.item()) for k, v in self._eval_step_values.items()}
+        self._eval_step_values.clear()
+        self.logged_metrics.update(out)
+        return out, step
 
     def logged(self) -> dict[str, float]:
         """``trainer.logged_metrics``: what went to the loggers, with the latest value of every step metric bound for
@@ -280,6 +306,7 @@ class MetricStore:
         self.stage = stage
         self._per_step = stage == "train" and not self._in_epoch_end
         self._epochs[stage] = {}
+        self._eval_step_values.clear()
         if self.objects is not None:
             self.objects.begin(stage)
 

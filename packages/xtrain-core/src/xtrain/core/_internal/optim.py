@@ -26,6 +26,7 @@ class SchedulerConfig:
     frequency: int = 1
     monitor: str | None = None
     name: str | None = None
+    strict: bool = True  # False: a monitor that was not logged skips the step with a warning (Lightning's "strict")
 
     @property
     def needs_metric(self) -> bool:
@@ -40,7 +41,7 @@ def _scheduler(value: Any) -> SchedulerConfig:
         unknown = set(value) - {"scheduler", "interval", "frequency", "monitor", "name", "strict"}
         if unknown:
             raise ConfigError("configure_optimizers", sorted(unknown), "are not lr_scheduler keys.",
-                              choices=["scheduler", "interval", "frequency", "monitor", "name"],
+                              choices=["scheduler", "interval", "frequency", "monitor", "name", "strict"],
                               fix="remove or rename them.")
         interval = value.get("interval", "epoch")
         if interval not in ("epoch", "step"):
@@ -49,7 +50,12 @@ def _scheduler(value: Any) -> SchedulerConfig:
         frequency = value.get("frequency", 1)
         if not isinstance(frequency, int) or isinstance(frequency, bool) or frequency < 1:
             raise ConfigError("frequency", frequency, "must be a positive int.", fix="write 'frequency': 1.")
-        config = SchedulerConfig(value["scheduler"], interval, frequency, value.get("monitor"), value.get("name"))
+        strict = value.get("strict", True)
+        if not isinstance(strict, bool):
+            raise ConfigError("strict", strict, "must be True or False.", choices=[True, False],
+                              fix="write 'strict': False to skip the scheduler's step while its monitor is missing.")
+        config = SchedulerConfig(value["scheduler"], interval, frequency, value.get("monitor"), value.get("name"),
+                                 strict)
     else:
         config = SchedulerConfig(value)
     if config.needs_metric and config.monitor is None:

@@ -22,9 +22,11 @@ class StrategyOptimizer:
         steps: How many times ``step`` was called (manual optimization's ``global_step`` counts them).
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, strategy: Strategy) -> None:
+    def __init__(self, optimizer: torch.optim.Optimizer, strategy: Strategy, *,
+                 on_step: Callable[[], None] | None = None) -> None:
         self.optimizer = optimizer
         self._strategy = strategy
+        self._on_step = on_step
         self.steps = 0
 
     def step(self, closure: Callable[[], Any] | None = None) -> bool:
@@ -33,7 +35,10 @@ class StrategyOptimizer:
             with torch.enable_grad():
                 closure()
         self.steps += 1
-        return self._strategy.optimizer_step(self.optimizer)
+        stepped = self._strategy.optimizer_step(self.optimizer)
+        if self._on_step is not None:
+            self._on_step()
+        return stepped
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         self.optimizer.zero_grad(set_to_none=set_to_none)

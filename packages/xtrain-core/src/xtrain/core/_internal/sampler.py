@@ -51,11 +51,16 @@ class ResumableSampler(Sampler[int]):
         rank: This rank's shard.
         seed: For distributed shuffling, the base seed (``DistributedSampler``'s ``seed + epoch``).
         drop_last: For distributed sampling, drop the tail instead of padding (``DistributedSampler``'s meaning).
+        pad: For distributed sampling without ``drop_last``, repeat samples from the start so that every rank gets
+            as many (``False``: no sample twice, the ranks' shares may differ by one; ``predict``'s sharding, as
+            Lightning's).
     """
 
     def __init__(self, data_source: Sized, *, shuffle: bool, generator: torch.Generator | None = None,
-                 num_replicas: int | None = None, rank: int = 0, seed: int = 0, drop_last: bool = False) -> None:
+                 num_replicas: int | None = None, rank: int = 0, seed: int = 0, drop_last: bool = False,
+                 pad: bool = True) -> None:
         self._n = len(data_source)
+        self.pad = pad
         self.shuffle = shuffle
         self.generator = generator
         self.num_replicas = num_replicas
@@ -72,6 +77,8 @@ class ResumableSampler(Sampler[int]):
             return self._n
         if self.drop_last and self._n % self.num_replicas:
             return math.ceil((self._n - self.num_replicas) / self.num_replicas)
+        if not self.pad:
+            return len(range(self.rank, self._n, self.num_replicas))
         return math.ceil(self._n / self.num_replicas)
 
     def set_epoch(self, epoch: int) -> None:
@@ -99,6 +106,8 @@ class ResumableSampler(Sampler[int]):
             indices = torch.randperm(self._n, generator=g).tolist()
         else:
             indices = list(range(self._n))
+        if not self.pad and not self.drop_last:
+            return indices[self.rank::self.num_replicas]
         total = len(self) * self.num_replicas
         if not self.drop_last:
             padding = total - len(indices)

@@ -36,17 +36,21 @@ class ShardedSampler(Sampler[Any]):
     ``DistributedSampler(shuffle=False)`` pads, so every rank runs the same number of batches.
     """
 
-    def __init__(self, sampler: Iterable[Any], *, num_replicas: int, rank: int, drop_last: bool = False) -> None:
+    def __init__(self, sampler: Iterable[Any], *, num_replicas: int, rank: int, drop_last: bool = False,
+                 pad: bool = True) -> None:
         self.sampler = sampler
         self.num_replicas = num_replicas
         self.rank = rank
         self.drop_last = drop_last
+        self.pad = pad  # False: no index twice, shares may differ by one (predict's sharding)
 
     def __len__(self) -> int:
         assert isinstance(self.sampler, Sized)  # prepare_dataloader splits only samplers with a length
         n = len(self.sampler)
         if self.drop_last and n % self.num_replicas:
             return n // self.num_replicas
+        if not self.pad:
+            return len(range(self.rank, n, self.num_replicas))
         return math.ceil(n / self.num_replicas)
 
     def set_epoch(self, epoch: int) -> None:
@@ -55,6 +59,8 @@ class ShardedSampler(Sampler[Any]):
 
     def __iter__(self) -> Iterator[Any]:
         indices = list(self.sampler)
+        if not self.pad and not self.drop_last:
+            return iter(indices[self.rank::self.num_replicas])
         total = len(self) * self.num_replicas
         if not self.drop_last and indices and total > len(indices):
             indices += (indices * math.ceil((total - len(indices)) / len(indices)))[:total - len(indices)]

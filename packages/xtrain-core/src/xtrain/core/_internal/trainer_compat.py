@@ -104,8 +104,10 @@ class LightningAttributes:
 
     @property
     def num_val_batches(self) -> list[float]:
-        """Batches per validation dataloader (``inf`` for one without length), once ``fit``/``validate`` set them."""
-        return list(self._val_limits) if self._stage() in ("fit", "validate") else []
+        """Batches per validation dataloader (``inf`` for one without length), once ``fit``/``validate`` set them;
+        ``[]`` with ``limit_val_batches=0`` (validation is off), as in Lightning."""
+        on = self._stage() in ("fit", "validate") and getattr(self, "limit_val_batches", 1.0) != 0
+        return list(self._val_limits) if on else []
 
     @property
     def num_sanity_val_batches(self) -> list[float]:
@@ -115,7 +117,8 @@ class LightningAttributes:
 
     @property
     def num_test_batches(self) -> list[float]:
-        return list(self._val_limits) if self._stage() == "test" else []
+        on = self._stage() == "test" and getattr(self, "limit_test_batches", 1.0) != 0
+        return list(self._val_limits) if on else []
 
     @property
     def num_predict_batches(self) -> list[float]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from xtrain.core.callbacks.callback import Callback
-from xtrain.core.callbacks.early_stopping import EarlyStopping
+from xtrain.core.callbacks.early_stopping import EarlyStopping, EarlyStoppingReason
 from xtrain.core.callbacks.lr_monitor import LearningRateMonitor
 from xtrain.core.callbacks.model_checkpoint import ModelCheckpoint
 from xtrain.core.callbacks.model_summary import ModelSummary
@@ -26,10 +26,10 @@ if TYPE_CHECKING:
     from xtrain.core.callbacks.weight_averaging import EMAWeightAveraging, WeightAveraging
 
 __all__ = ["BackboneFinetuning", "BaseFinetuning", "BasePredictionWriter", "Callback", "DeviceStatsMonitor",
-           "EMAWeightAveraging", "EarlyStopping", "GradientAccumulationScheduler", "LambdaCallback",
-           "LearningRateMonitor", "ModelCheckpoint", "ModelSummary", "OnExceptionCheckpoint", "ProgressBar",
-           "RichProgressBar", "SpikeDetection", "StochasticWeightAveraging", "ThroughputMonitor", "Timer",
-           "WeightAveraging", "default_progress_bar"]
+           "EMAWeightAveraging", "EarlyStopping", "EarlyStoppingReason", "GradientAccumulationScheduler",
+           "LambdaCallback", "LearningRateMonitor", "ModelCheckpoint", "ModelSummary", "OnExceptionCheckpoint",
+           "ProgressBar", "RichProgressBar", "SpikeDetection", "StochasticWeightAveraging", "ThroughputMonitor",
+           "Timer", "WeightAveraging", "default_progress_bar"]
 
 # Imported on first use, so that ``import xtrain.core`` stays fast (torch.optim.swa_utils, flop counting, ...).
 _LAZY = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import torch
@@ -16,7 +17,17 @@ if TYPE_CHECKING:
     from xtrain.core.module import TrainModule
     from xtrain.core.trainer import Trainer
 
-__all__ = ["EarlyStopping"]
+__all__ = ["EarlyStopping", "EarlyStoppingReason"]
+
+
+class EarlyStoppingReason(Enum):
+    """Why :class:`EarlyStopping` stopped the run (Lightning 2.6's names and values, so saved states agree)."""
+
+    NOT_STOPPED = 0
+    STOPPING_THRESHOLD = 1
+    DIVERGENCE_THRESHOLD = 2
+    PATIENCE_EXHAUSTED = 3
+    NON_FINITE_METRIC = 4
 
 
 class EarlyStopping(Callback):
@@ -28,16 +39,23 @@ class EarlyStopping(Callback):
         monitor: The logged metric to watch.
         mode: ``"min"`` if lower is better, ``"max"`` if higher is.
         patience: Checks without improvement before stopping.
-        min_delta: The smallest change that counts as an improvement.
+        min_delta: The smallest change that counts as an improvement; a negative one, as in Lightning, accepts a
+            result up to that much worse as an improvement (a lenient patience).
         check_finite: Stop when the metric becomes NaN or infinite.
         stopping_threshold: Stop as soon as the metric is at least this good.
         divergence_threshold: Stop as soon as the metric is worse than this.
-        check_on_train_epoch_end: Check after training epochs instead of after validation (default: only when
-            there is no validation).
+        check_on_train_epoch_end: Check after training epochs instead of after validation. The default, as
+            Lightning's, checks at each training epoch's end (after that epoch's validation, so a validation metric
+            and an epoch-level training metric are both there) when validation runs once an epoch or not at all
+            (``val_check_interval=1.0``, ``check_val_every_n_epoch=1``), and after each validation otherwise.
         strict: Raise when ``monitor`` was never logged (``False``: warn once and never stop for it).
         verbose: Print each improvement and the reason for stopping.
         log_rank_zero_only: With ``verbose``, print on rank 0 only (otherwise every rank prints, prefixed with
             its rank).
+
+    After a stop, ``stopping_reason`` (an :class:`EarlyStoppingReason`) says which rule stopped it and
+    ``stopping_reason_message`` says it in words; both are kept in checkpoints. A rank stopped by another rank's
+    decision keeps ``NOT_STOPPED`` with a message saying so (as in Lightning, the rule is known where it fired).
     """
 
     runs_last: ClassVar[bool] = True
@@ -54,7 +72,7 @@ class EarlyStopping(Callback):
         self.monitor = monitor
         self.mode = mode
         self.patience = patience
-        self.min_delta = abs(min_delta)
+        self.min_delta = min_delta
         self.check_finite = check_finite
         self.stopping_threshold = stopping_threshold
         self.divergence_threshold = divergence_threshold
@@ -66,7 +84,13 @@ class EarlyStopping(Callback):
         self.wait_count = 0
         self._best = math.inf if mode == "min" else -math.inf
         self.stopped_epoch = 0
-        self.stop_reason = ""
+        self.stopping_reason = EarlyStoppingReason.NOT_STOPPED
+        self.stopping_reason_message: str | None = None
+
+    @property
+    def stop_reason(self) -> str:
+        """``stopping_reason_message``, or ``""`` before a stop (the name of release 1)."""
+        return self.stopping_reason_message or ""
 
     @property
     def best_score(self) -> torch.Tensor:
@@ -85,22 +109,29 @@ class EarlyStopping(Callback):
     @override
     def state_dict(self) -> dict[str, Any]:
         return {"wait_count": self.wait_count, "best_score": self._best, "stopped_epoch": self.stopped_epoch,
-                "patience": self.patience}
+                "patience": self.patience, "stopping_reason": self.stopping_reason.value,
+                "stopping_reason_message": self.stopping_reason_message}
 
     @override
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.wait_count = state["wait_count"]
         self.best_score = state["best_score"]  # a float (a tensor in Lightning's checkpoints)
         self.stopped_epoch = state["stopped_epoch"]
+        reason = state.get("stopping_reason", EarlyStoppingReason.NOT_STOPPED.value)
+        known = {member.value for member in EarlyStoppingReason}
+        self.stopping_reason = EarlyStoppingReason(reason if reason in known else 0)
+        message = state.get("stopping_reason_message")
+        self.stopping_reason_message = message if isinstance(message, str) else None
 
     def _on_train_epoch(self, trainer: Trainer) -> bool:
         if self.check_on_train_epoch_end is not None:
             return self.check_on_train_epoch_end
-        return not trainer._has_validation()
+        return trainer.val_check_interval == 1.0 and trainer.check_val_every_n_epoch == 1
 
     @override
     def on_validation_end(self, trainer: Trainer, module: TrainModule) -> None:
-        if not trainer.sanity_checking and not self._on_train_epoch(trainer):
+        # trainer.validate() and the sanity check never stop a run (nor count towards patience), as in Lightning.
+        if trainer.state == "fit" and not trainer.sanity_checking and not self._on_train_epoch(trainer):
             self._check(trainer)
 
     @override
@@ -127,28 +158,32 @@ class EarlyStopping(Callback):
                               choices=sorted(trainer.callback_metrics),
                               fix=f"log it with self.log({self.monitor!r}, value), or monitor a logged key.")
         value = float(metric.item() if isinstance(metric, torch.Tensor) else metric)
-        stop, reason = False, ""
+        stop, reason, why = False, "", EarlyStoppingReason.NOT_STOPPED
         sign = 1.0 if self.mode == "min" else -1.0
+        # Thresholds compare strictly, as Lightning's: a metric equal to stopping_threshold has not reached it.
         if self.check_finite and not math.isfinite(value):
-            stop, reason = True, f"{self.monitor} = {value} is not finite"
-        elif self.stopping_threshold is not None and sign * value <= sign * self.stopping_threshold:
-            stop, reason = True, f"{self.monitor} = {value:.6g} reached the stopping threshold"
+            stop, why, reason = True, EarlyStoppingReason.NON_FINITE_METRIC, f"{self.monitor} = {value} is not finite"
+        elif self.stopping_threshold is not None and sign * value < sign * self.stopping_threshold:
+            stop, why = True, EarlyStoppingReason.STOPPING_THRESHOLD
+            reason = f"{self.monitor} = {value:.6g} reached the stopping threshold {self.stopping_threshold}"
         elif self.divergence_threshold is not None and sign * value > sign * self.divergence_threshold:
-            stop, reason = True, f"{self.monitor} = {value:.6g} passed the divergence threshold"
+            stop, why = True, EarlyStoppingReason.DIVERGENCE_THRESHOLD
+            reason = f"{self.monitor} = {value:.6g} passed the divergence threshold {self.divergence_threshold}"
         elif self._improved(value):
             self._best, self.wait_count = value, 0
             self._say(trainer, f"{self.monitor} improved to {value:.6g}")
         else:
             self.wait_count += 1
             if self.wait_count >= self.patience:
-                stop, reason = True, f"{self.monitor} did not improve for {self.wait_count} checks " \
-                                     f"(best {self._best:.6g})"
+                stop, why = True, EarlyStoppingReason.PATIENCE_EXHAUSTED
+                reason = f"{self.monitor} did not improve for {self.wait_count} checks (best {self._best:.6g})"
         stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
         if stop:
             trainer.should_stop = True
             self.stopped_epoch = trainer.current_epoch
-            self.stop_reason = reason or "another rank decided to stop"
-            self._say(trainer, f"stopping: {self.stop_reason}")
+            self.stopping_reason = why
+            self.stopping_reason_message = reason or "another rank decided to stop"
+            self._say(trainer, f"stopping: {self.stopping_reason_message}")
 
     def _say(self, trainer: Trainer, message: str) -> None:
         if not self.verbose:

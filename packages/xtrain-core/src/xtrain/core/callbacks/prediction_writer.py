@@ -35,8 +35,8 @@ class BasePredictionWriter(Callback):
     Every rank runs the callback on its own shard and writes its own part, so a subclass writes to a per-rank file
     (for example ``f"predictions_{trainer.global_rank}.pt"``). ``batch_indices`` are the dataset indices of the
     samples in a batch (``None`` when the dataloader's sampler cannot tell), which lets the parts be put back in order.
-    Under a multi-process strategy each sample is predicted by one rank; when the dataset's size is not a multiple of
-    the number of ranks the shards are padded with repeats of the first samples, which ``batch_indices`` reveal.
+    Under a multi-process strategy each sample is predicted by exactly one rank, as in Lightning: the shards are not
+    padded, so when the dataset's size is not a multiple of the number of ranks some ranks get one sample fewer.
 
     Args:
         write_interval: Call :meth:`write_on_batch_end` after each batch, :meth:`write_on_epoch_end` once at the end,

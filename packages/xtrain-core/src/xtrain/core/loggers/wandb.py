@@ -64,6 +64,7 @@ class WandbLogger(TrackerLogger):
         self._offline = offline
         self._init_kwargs = {"entity": entity, "group": group, "tags": tags, **(init_kwargs or {})}
         self._run: Run | None = None
+        self._top_step = -1  # the highest step this process logged
 
     @property
     @override
@@ -93,6 +94,13 @@ class WandbLogger(TrackerLogger):
     def _write_metrics(self, rows: list[tuple[dict[str, float], int]]) -> None:
         assert self._run is not None
         for metrics, step in rows:
+            if step < self._top_step:
+                # A validation/test batch's on_step values come on their own count of evaluation batches (as in
+                # Lightning), which runs behind the global step; W&B drops a row that goes back, so they go to
+                # the run's current step.
+                self._run.log(metrics, step=self._run.step)
+                continue
+            self._top_step = step
             self._run.log(metrics, step=step)
 
     @override

@@ -60,7 +60,7 @@ class XtrainCLI:
         options: dict[str, Any] = {"model_class": model_class, "data_class": datamodule_class,
                                    "subclass_mode_model": subclass_mode_model, "subclass_mode_data": subclass_mode_data,
                                    "trainer_class": trainer_class, "seed_default": seed_everything_default,
-                                   "exit_on_error": True, **dict(parser_kwargs or {})}
+                                   "exit_on_error": False, **dict(parser_kwargs or {})}
         defaults = {f"trainer.{k}": v for k, v in (trainer_defaults or {}).items() if k != "callbacks"}
         given = (trainer_defaults or {}).get("callbacks") or []
         extra_callbacks = list(given) if isinstance(given, (list, tuple)) else [given]
@@ -82,17 +82,18 @@ class XtrainCLI:
 
         self.subcommand: str | None = None
         if run:
-            parser = ArgumentParser(prog=sys.argv[0], exit_on_error=True)
+            # As the xtrain command: no abbreviated options, and a refused name gets the closest valid ones.
+            parser = ArgumentParser(prog=sys.argv[0], exit_on_error=False, allow_abbrev=False)
             commands = parser.add_subcommands(dest="subcommand")
             for stage in _STAGES:
                 commands.add_subcommand(stage, stage_parser(stage), help=f"{stage} the model")
-            root = self._parse(parser, args)
+            root = self._parse(parser, args, stage_parser)
             self.subcommand = str(root.subcommand)
             self.config = root[self.subcommand]
             used = stage_parser(self.subcommand)
         else:
             used = stage_parser("fit")
-            self.config = self._parse(used, args)
+            self.config = self._parse(used, args, stage_parser)
         self.before_instantiate_classes()
         extra_callbacks += [cls(**self.config[key].as_dict()) for key, cls in callback_keys.items()]
         self.model, self.datamodule, self.trainer = build_objects(
@@ -113,10 +114,24 @@ class XtrainCLI:
         """Runs after parsing (``self.config`` is set), before the module, data module and Trainer are built."""
 
     @staticmethod
-    def _parse(parser: Any, args: list[str] | Mapping[str, Any] | None) -> Any:
-        if isinstance(args, Mapping):
-            return parser.parse_object(dict(args))
-        return parser.parse_args(args)
+    def _parse(parser: Any, args: list[str] | Mapping[str, Any] | None, stage_parser: Any) -> Any:
+        """Parse; a refusal prints the parser's usage and message with the closest valid names, and exits with 2
+        (as argparse, and LightningCLI)."""
+        from argparse import ArgumentError
+
+        from xtrain.core._internal.cli.suggest import closest_names
+
+        try:
+            if isinstance(args, Mapping):
+                return parser.parse_object(dict(args))
+            return parser.parse_args(args)
+        except ArgumentError as err:
+            argv = sys.argv[1:] if args is None else list(args) if not isinstance(args, Mapping) else []
+            stage = next((a for a in argv if a in _STAGES), "fit")
+            parser.print_usage(sys.stderr)
+            print("\n".join([f"{parser.prog}: error: {err}", *closest_names(str(err), stage_parser(stage))]),
+                  file=sys.stderr)
+            raise SystemExit(2) from err
 
 
 def _add_callback_args(parser: Any, keys: dict[str, type], cls: type, key: str) -> None:

@@ -18,7 +18,10 @@ __all__ = ["SaveConfigCallback"]
 
 
 class SaveConfigCallback(Callback):
-    """Write the resolved configuration to ``<log_dir>/<config_filename>`` on global rank 0 when a stage is set up.
+    """Write the resolved configuration to ``<log_dir>/<config_filename>`` on global rank 0 when a stage starts.
+
+    For ``fit`` it is written at ``on_fit_start``, once a resumed run's loggers have moved into the checkpoint's run
+    directory; there it replaces that run's earlier file (the resumed run goes on with this configuration).
 
     Subclass it and override :meth:`save_config` to also send the configuration elsewhere (a tracker, say); pass the
     subclass as ``XtrainCLI(save_config_callback=...)`` and its options as ``save_config_kwargs``.
@@ -48,11 +51,23 @@ class SaveConfigCallback(Callback):
 
     @override
     def setup(self, trainer: Trainer, module: TrainModule, stage: str) -> None:
+        if stage != "fit":
+            self._write(trainer, module, stage)
+
+    @override
+    def on_fit_start(self, trainer: Trainer, module: TrainModule) -> None:
+        # After a resume has moved the loggers into the checkpoint's run directory (at setup, log_dir would name,
+        # and create, a new version directory that the run then never uses).
+        self._write(trainer, module, "fit")
+
+    def _write(self, trainer: Trainer, module: TrainModule, stage: str) -> None:
         if self._saved:
             return
         if self.save_to_log_dir and trainer.is_global_zero:
             path = Path(trainer.log_dir) / self.config_filename
-            if path.exists() and not self.overwrite:
+            # A resumed fit continues the run that wrote the file: its configuration is the one to keep now.
+            resumed = stage == "fit" and trainer.ckpt_path is not None
+            if path.exists() and not self.overwrite and not resumed:
                 from xtrain.core.errors import ConfigError
 
                 raise ConfigError("save_config_kwargs", {"overwrite": False}, f"{path} already exists (another run "

@@ -66,6 +66,10 @@ def run_evaluation(trainer: Trainer, stage: EvalStage, loaders: list[Any], limit
                 PROGRESS.step(stage)
                 for fn in on_end:
                     fn(output, batch, batch_idx, dl_idx)
+                step_values, log_step = trainer._metrics.eval_batch_done(dl_idx)
+                if step_values and trainer.is_global_zero:
+                    for logger in trainer.loggers:
+                        logger.log_metrics(step_values, log_step)
     trainer._metrics.dataloader_suffix = ""
     results = trainer._log_epoch_metrics(log=stage != "sanity_check")
     with trainer._metrics.epoch_end_logging():

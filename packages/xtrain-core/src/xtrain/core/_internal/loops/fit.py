@@ -230,12 +230,12 @@ class FitLoop:
         t = self.trainer
         strategy = t.strategy
         if not t.module.automatic_optimization:
-            # As in Lightning, global_step counts the optimizer steps training_step took (two optimizers: two).
+            # As in Lightning, global_step counts the optimizer steps training_step took (two optimizers: two),
+            # each as it is taken (Trainer._manual_step_taken).
             optimizers = t._strategy_optimizers()
             before = sum(opt.steps for opt in optimizers)
             output = strategy.run_step("training_step", *self._step_args(batch, batch_idx, 0))
             steps = sum(opt.steps for opt in optimizers) - before
-            t._progress.global_step += steps
             # Logging counts batches here, as Lightning's does: two optimizers still log every n batches.
             t._after_optimizer_step(stepped=False, log_count=t._progress.total_batches + 1)
             return output, steps > 0
