@@ -121,6 +121,13 @@ def test_model_checkpoint_keeps_the_best_k(tmp_path: Path) -> None:
     # As in Lightning: the kept file that goes next, and the directory the run used (it was not given)
     assert cb.kth_best_model_path.endswith("epoch=3-score=2.0.ckpt") and cb.kth_value.item() == 2.0
     assert cb.dirpath == tmp_path / "checkpoints" and sorted(p.name for p in cb.dirpath.iterdir()) == names
+    assert cb.current_score is not None and cb.current_score.item() == 3.0  # the last epoch's, not kept
+    state = cb.state_dict()  # Lightning's keys, as plain values (weights_only loading)
+    assert state["monitor"] == "score" and state["current_score"] == 3.0 and state["kth_value"] == 2.0
+    assert state["kth_best_model_path"].endswith("epoch=3-score=2.0.ckpt")
+    again = ModelCheckpoint(monitor="score", mode="min", save_top_k=2)
+    again.load_state_dict(state)
+    assert again.current_score is not None and again.current_score.item() == 3.0
 
 
 def test_a_relative_dirpath_gives_absolute_paths_as_lightning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

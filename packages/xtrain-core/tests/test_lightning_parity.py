@@ -898,6 +898,49 @@ def test_is_last_batch_and_num_sanity_val_batches() -> None:
     assert flags == [(0, False), (1, False), (2, True)] and sanity == [[2, 1]]
 
 
+def test_a_resumed_datamodule_builds_its_loaders_from_its_restored_state(tmp_path: Path) -> None:
+    """As Lightning: the checkpoint's DataModule state is loaded before the dataloaders are asked for, so a
+    curriculum that picks its data by its state resumes with the right data (xtrain asked first)."""
+
+    class Curriculum(TinyData):
+        def __init__(self) -> None:
+            super().__init__(batch_size=16, n=64)
+            self.level = 0
+            self.asked: list[int] = []
+
+        def train_dataloader(self) -> DataLoader[Any]:
+            self.asked.append(self.level)
+            return super().train_dataloader()
+
+        def state_dict(self) -> dict[str, Any]:
+            return {"level": self.level}
+
+        def load_state_dict(self, state: dict[str, Any]) -> None:
+            self.level = state["level"]
+
+    first = Curriculum()
+    first.level = 3
+    trainer = quiet(max_epochs=1, enable_checkpointing=True, default_root_dir=tmp_path)
+    trainer.fit(TinyClassifier(), datamodule=first)
+    resumed = Curriculum()
+    quiet(max_epochs=2, default_root_dir=tmp_path / "b").fit(
+        TinyClassifier(), datamodule=resumed, ckpt_path=trainer.checkpoint_callback.last_model_path)  # type: ignore[union-attr]
+    assert resumed.asked == [3]
+
+
+def test_val_check_batch() -> None:
+    train, val = tiny_loaders()
+    trainer = quiet(max_epochs=1, limit_train_batches=10, val_check_interval=0.5)
+    trainer.fit(TinyClassifier(), train, val)
+    assert trainer.val_check_batch == 5
+    trainer = quiet(max_steps=1, val_check_interval=3, check_val_every_n_epoch=None)
+    trainer.fit(TinyClassifier(), train, val)
+    assert trainer.val_check_batch == 3
+    trainer = quiet(max_steps=1)  # limit_train_batches=4: an epoch of 4 batches
+    trainer.fit(TinyClassifier(), train, val)
+    assert trainer.val_check_batch == 4
+
+
 def test_validation_turned_off_counts_no_validation_batches() -> None:
     """As Lightning: limit_val_batches=0 turns validation off, so there are no validation loaders to count ([], it
     was [0]); limit_test_batches=0 likewise for test."""

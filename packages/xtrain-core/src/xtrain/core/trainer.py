@@ -478,6 +478,9 @@ class Trainer(LightningAttributes):
                 restore_checkpoint(self, loaded, str(ckpt_path), fitting=fitting)
             if stage == "fit":
                 start_attempt(self, self._healing, loaded)
+            # After the restore, as Lightning: a DataModule whose loaders depend on its state (a curriculum) builds
+            # them from the restored state.
+            self._setup_dataloaders(stage)
             self._setup_loggers()
             if self.profiler is None:
                 output = self._run_stage(stage)
@@ -536,7 +539,6 @@ class Trainer(LightningAttributes):
                                   fix="set self.automatic_optimization = False and step them in training_step.")
         self._metrics.strategy = strategy
         strategy.add_abort_handler(self._flush_loggers)
-        self._setup_dataloaders(stage)
 
     def _setup_optimizers(self, optimizers: list[torch.optim.Optimizer]) -> None:
         self.optimizers = self.strategy.setup_optimizers(optimizers)

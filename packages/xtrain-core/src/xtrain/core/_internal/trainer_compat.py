@@ -110,6 +110,20 @@ class LightningAttributes:
         return list(self._val_limits) if on else []
 
     @property
+    def val_check_batch(self) -> float:
+        """Training batches between validations, as Lightning's: ``val_check_interval`` as an int, or that fraction
+        of the epoch's batches (at least 1); ``inf`` for an epoch without a length or validation by time."""
+        import math
+
+        interval = getattr(self, "val_check_interval", 1.0)
+        batches: float = getattr(self, "num_training_batches", math.inf)
+        if isinstance(interval, int) and not isinstance(interval, bool):
+            return interval
+        if isinstance(interval, float) and math.isfinite(batches):
+            return max(1, int(batches * interval))
+        return math.inf
+
+    @property
     def num_sanity_val_batches(self) -> list[float]:
         """Batches per validation dataloader that the sanity check runs (``num_sanity_val_steps`` at most each)."""
         steps: int = getattr(self, "num_sanity_val_steps", 0)

@@ -98,6 +98,7 @@ class ModelCheckpoint(Callback):
         self.best_k_models: dict[str, float] = {}
         self.best_model_path = ""
         self._best_score: float | None = None
+        self._current_score: float | None = None  # the monitored value at the latest save
         self.last_model_path = ""
         self._saved_step = -1
 
@@ -109,6 +110,11 @@ class ModelCheckpoint(Callback):
     @best_model_score.setter
     def best_model_score(self, value: torch.Tensor | float | None) -> None:
         self._best_score = None if value is None else float(value)
+
+    @property
+    def current_score(self) -> torch.Tensor | None:
+        """The monitored value at the latest save (``None`` without ``monitor``), a 0-d tensor as in Lightning."""
+        return None if self._current_score is None else torch.tensor(self._current_score)
 
     @property
     def kth_best_model_path(self) -> str:
@@ -146,8 +152,11 @@ class ModelCheckpoint(Callback):
 
     @override
     def state_dict(self) -> dict[str, Any]:
-        return {"best_k_models": dict(self.best_k_models), "best_model_path": self.best_model_path,
-                "best_model_score": self._best_score, "last_model_path": self.last_model_path,
+        # Lightning's keys (values as plain floats: the checkpoint loads with weights_only=True).
+        return {"monitor": self.monitor, "best_k_models": dict(self.best_k_models),
+                "best_model_path": self.best_model_path, "best_model_score": self._best_score,
+                "current_score": self._current_score, "kth_best_model_path": self.kth_best_model_path,
+                "kth_value": float(self.kth_value), "last_model_path": self.last_model_path,
                 "dirpath": str(self.dirpath) if self.dirpath else ""}
 
     @override
@@ -156,6 +165,8 @@ class ModelCheckpoint(Callback):
         self.best_model_path = state.get("best_model_path", "")
         self.best_model_score = state.get("best_model_score")  # a float (a tensor in Lightning's checkpoints)
         self.last_model_path = state.get("last_model_path", "")
+        current = state.get("current_score")
+        self._current_score = float(current) if isinstance(current, (int, float)) else None
 
     def resolve_dirpath(self, trainer: Trainer) -> Path:
         """Where checkpoints go for ``trainer``'s current run."""
@@ -253,6 +264,7 @@ class ModelCheckpoint(Callback):
     def _save(self, trainer: Trainer, *, epoch: int) -> None:
         """Save the run as it is now; ``epoch`` is the epoch the checkpoint belongs to (for the file name)."""
         score = self._score(trainer)
+        self._current_score = score
         dirpath = self.resolve_dirpath(trainer)
         path = self._versioned(dirpath / f"{self._format(trainer, epoch)}{self.FILE_EXTENSION}")
         keep: list[Path] = []

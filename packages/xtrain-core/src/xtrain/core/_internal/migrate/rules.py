@@ -427,4 +427,24 @@ RULES: tuple[Rule, ...] = (
                                        "Lightning sorts them. Read columns by name", action=DOC),
     _r(B, "precision legacy values", None, "16, \"16\" and \"bf16\" still work with a warning naming the "
                                            "canonical value; migrate writes the canonical value", action=DOC),
+    _r(B, "16-mixed on the CPU", None, "runs float16 autocast with a gradient scaler, as on a GPU (a step the scaler "
+                                       "skips still counts in global_step, as Lightning's does on a GPU); Lightning "
+                                       "switches to bf16-mixed on the CPU with a warning. Pass precision="
+                                       "\"bf16-mixed\" for Lightning's numbers there", action=DOC),
+    _r(B, "random numbers in dataloader workers", None, "with num_workers > 0, training batches are loaded with "
+                                                        "random, numpy and torch reseeded from the epoch, rank and "
+                                                        "batch position (what makes a mid-epoch resume exact): the "
+                                                        "samples and their order equal Lightning's, values drawn in "
+                                                        "__getitem__ (augmentations) differ", action=DOC),
+    _r(B, "Ctrl-C", None, "fit re-raises the KeyboardInterrupt after on_exception and teardown (Lightning prints "
+                          "'attempting graceful shutdown' and raises SystemExit); teardown hooks also run after any "
+                          "exception. There is no trainer.interrupted: catch KeyboardInterrupt", action=DOC),
+    _r(B, "bare test() without a checkpoint", None, "test()/validate()/predict() without a model and without a "
+                                                    "best checkpoint use the weights in memory; Lightning raises "
+                                                    "'ModelCheckpoint is not configured'", action=DOC),
+    _r(B, "val_check_interval fraction across epochs", None, "a float with check_val_every_n_epoch=None validates "
+                                                             "every that fraction of an epoch's batches, counted "
+                                                             "across epochs; Lightning refuses it", action=DOC),
+    _r(B, "on_save_checkpoint", None, "called once per save point, also when ModelCheckpoint writes a top-k file "
+                                      "and last.ckpt (a hard link of it); Lightning calls it once per file", action=DOC),
 )
