@@ -154,3 +154,18 @@ def test_predict_sharding_repeats_no_sample(shuffle: bool) -> None:
         custom = [list(ShardedSampler(range(11), num_replicas=2, rank=r, pad=pad)) for r in (0, 1)]
         assert [len(c) for c in custom] == sizes == [len(ShardedSampler(range(11), num_replicas=2, rank=r, pad=pad))
                                                      for r in (0, 1)]
+
+
+def test_persistent_workers_end_with_the_stage() -> None:
+    """persistent_workers=True keeps worker processes between epochs; they ended only when the loader was collected
+    (two more processes after each fit). Lightning stops them at the stage's end; so does xtrain now."""
+    import multiprocessing
+
+    loader = DataLoader(tiny_dataset(64), batch_size=16, num_workers=2, persistent_workers=True)
+    trainer = Trainer(max_epochs=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                      enable_model_summary=False)
+    trainer.fit(TinyClassifier(), loader, DataLoader(tiny_dataset(32), batch_size=16, num_workers=1,
+                                                     persistent_workers=True))
+    assert multiprocessing.active_children() == []
+    trainer.fit(TinyClassifier(), loader)  # a second fit starts workers afresh
+    assert multiprocessing.active_children() == [] and trainer.global_step == 8

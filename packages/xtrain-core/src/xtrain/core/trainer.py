@@ -38,6 +38,7 @@ from xtrain.core._internal.data import (
     check_train_batches,
     prepare_dataloader,
     resumable_sampler,
+    shut_down_workers,
     warn_empty_eval,
 )
 from xtrain.core._internal.hang import DEFAULT_HANG_TIMEOUT, parse_hang_timeout
@@ -634,6 +635,7 @@ class Trainer(LightningAttributes):
             self._hooks.call("teardown", stage)
         if self.datamodule is not None:
             self.datamodule.teardown(stage)
+        shut_down_workers([self._train_loader, *self._eval_loaders])
         if self.is_global_zero:
             for logger in self.loggers:
                 logger.finalize(status)

@@ -22,7 +22,7 @@ from xtrain.core.errors import ConfigError
 from xtrain.core.seed import exported_seed
 
 __all__ = ["batch_limit", "check_train_batches", "copy_dataloader", "length", "prepare_dataloader",
-           "resumable_sampler", "set_sampler_epoch", "warn_empty_eval"]
+           "resumable_sampler", "set_sampler_epoch", "shut_down_workers", "warn_empty_eval"]
 
 
 _REPLACEABLE = (RandomSampler, SequentialSampler, DistributedSampler)
@@ -110,6 +110,19 @@ def _split_batch_sampler(loader: DataLoader[Any], batch_sampler: Iterable[Any] |
     if batch_sampler is None:
         return copy_dataloader(loader, sampler=ShardedSampler(loader.sampler, num_replicas=replicas, rank=rank))
     return copy_dataloader(loader, batch_sampler=ShardedBatchSampler(batch_sampler, num_replicas=replicas, rank=rank))
+
+
+def shut_down_workers(loaders: Iterable[Any]) -> None:
+    """Stop the worker processes that ``persistent_workers=True`` keeps between epochs, at the end of a stage (as
+    Lightning does): they outlived ``fit`` (two more processes after each call), and a worker forked later inherited
+    the live iterator and complained when it was collected there ("can only test a child process")."""
+    from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
+
+    for loader in loaders:
+        iterator = getattr(loader, "_iterator", None)
+        if isinstance(iterator, _MultiProcessingDataLoaderIter):
+            iterator._shutdown_workers()
+            loader._iterator = None
 
 
 def set_sampler_epoch(loader: Any, epoch: int) -> None:
