@@ -221,3 +221,26 @@ class _Record(Callback):
 
     def on_train_epoch_end(self, trainer: Trainer, module: TrainModule) -> None:
         self.into.append({k: float(v) for k, v in trainer.callback_metrics.items()})
+
+
+def test_a_metric_logged_on_step_and_on_epoch_in_validation() -> None:
+    """As Lightning: the step values go to the loggers (logged_metrics ``val_acc_step``), callback_metrics holds the
+    epoch's value under both names. (With evaluation step values kept out of callback_metrics, the plain-name copy of
+    the step value raised KeyError here.)"""
+    from xtrain.core.testing import TinyClassifier, tiny_loaders
+
+    class Validated(TinyClassifier):
+        def __init__(self) -> None:
+            super().__init__()
+            self.acc = torchmetrics.classification.MulticlassAccuracy(num_classes=4)
+
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            x, y = batch
+            self.acc(self(x), y)
+            self.log("val_acc", self.acc, on_step=True, on_epoch=True)
+
+    trainer = Trainer(max_epochs=1, logger=False, enable_progress_bar=False, enable_model_summary=False,
+                      enable_checkpointing=False, num_sanity_val_steps=0, limit_train_batches=2)
+    trainer.fit(Validated(), *tiny_loaders())
+    assert "val_acc_step" not in trainer.callback_metrics and "val_acc_step" in trainer.logged_metrics
+    assert trainer.callback_metrics["val_acc"].item() == trainer.callback_metrics["val_acc_epoch"].item()

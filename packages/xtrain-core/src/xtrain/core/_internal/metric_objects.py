@@ -79,7 +79,7 @@ class MetricObjects:
         if step and isinstance(batch_value, torch.Tensor):
             store.log(f"{name}_step" if both else name, batch_value, prog_bar=prog_bar, logger=logger, on_step=True,
                       on_epoch=False, reduce_fx="mean", sync_dist=False, batch_size=None, add_dataloader_idx=False)
-            if both:  # the plain name shows the latest value until the epoch's is computed, as for a tensor
+            if both and training:  # the plain name shows the latest value until the epoch's, as for a tensor
                 store.callback_metrics[name] = store.callback_metrics[f"{name}_step"]
         entries = self._entries.setdefault(store.stage, {})
         known = entries.get(name)
