@@ -665,7 +665,7 @@ class Trainer(LightningAttributes):
         if isinstance(interval, float):
             if interval == 1.0 or not math.isfinite(self.num_training_batches):
                 return last
-            return batches_done % max(1, int(self.num_training_batches * interval)) == 0
+            return batches_done % self.val_check_batch == 0
         count = batches_done if every is not None else self._progress.total_batches
         return count % interval == 0
 

@@ -16,14 +16,16 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterator, Sized
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch.utils.data import BatchSampler, Dataset, Sampler
 
-__all__ = ["ResumableSampler", "SeededBatch", "SeededBatchSampler", "SeededDataset", "mix_seed"]
+__all__ = ["ResumableSampler", "SeededBatch", "SeededBatchSampler", "SeededDataset", "mix_seed", "shard",
+           "shard_size"]
 
 _MASK64 = (1 << 64) - 1
+_T = TypeVar("_T")
 
 
 def mix_seed(*values: int) -> int:
@@ -37,6 +39,27 @@ def mix_seed(*values: int) -> int:
         z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
         state = z ^ (z >> 31)
     return state & ((1 << 63) - 1)
+
+
+def shard_size(n: int, num_replicas: int, rank: int, *, drop_last: bool = False, pad: bool = True) -> int:
+    """How many of ``n`` items rank ``rank`` gets: ``DistributedSampler``'s rule (equal shares, padded, or cut with
+    ``drop_last``); ``pad=False``: every ``num_replicas``-th item, shares differing by one at most."""
+    if drop_last and n % num_replicas:
+        return n // num_replicas
+    if not pad:
+        return len(range(rank, n, num_replicas))
+    return math.ceil(n / num_replicas)
+
+
+def shard(items: list[_T], num_replicas: int, rank: int, *, drop_last: bool = False, pad: bool = True) -> list[_T]:
+    """Rank ``rank``'s share of ``items`` (every ``num_replicas``-th from ``rank``), sized by :func:`shard_size`;
+    padding repeats items from the start, as ``DistributedSampler`` does."""
+    if not pad and not drop_last:
+        return items[rank::num_replicas]
+    total = shard_size(len(items), num_replicas, rank, drop_last=drop_last) * num_replicas
+    if items and total > len(items):
+        items = items + (items * math.ceil((total - len(items)) / len(items)))[:total - len(items)]
+    return items[rank:total:num_replicas]
 
 
 class ResumableSampler(Sampler[int]):
@@ -75,11 +98,7 @@ class ResumableSampler(Sampler[int]):
     def __len__(self) -> int:
         if self.num_replicas is None:
             return self._n
-        if self.drop_last and self._n % self.num_replicas:
-            return math.ceil((self._n - self.num_replicas) / self.num_replicas)
-        if not self.pad:
-            return len(range(self.rank, self._n, self.num_replicas))
-        return math.ceil(self._n / self.num_replicas)
+        return shard_size(self._n, self.num_replicas, self.rank, drop_last=self.drop_last, pad=self.pad)
 
     def set_epoch(self, epoch: int) -> None:
         """Select the permutation of ``epoch`` (the Trainer calls this at the start of every epoch)."""
@@ -106,16 +125,7 @@ class ResumableSampler(Sampler[int]):
             indices = torch.randperm(self._n, generator=g).tolist()
         else:
             indices = list(range(self._n))
-        if not self.pad and not self.drop_last:
-            return indices[self.rank::self.num_replicas]
-        total = len(self) * self.num_replicas
-        if not self.drop_last:
-            padding = total - len(indices)
-            if padding > 0:
-                indices += (indices * math.ceil(padding / len(indices)))[:padding]
-        else:
-            indices = indices[:total]
-        return indices[self.rank:total:self.num_replicas]
+        return shard(indices, self.num_replicas, self.rank, drop_last=self.drop_last, pad=self.pad)
 
     def __iter__(self) -> Iterator[int]:
         offset = 0

@@ -7,11 +7,12 @@ say) is split by whole batches, so its batches stay as it built them.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Iterator, Sized
 from typing import Any
 
 from torch.utils.data import Sampler
+
+from xtrain.core._internal.sampler import shard, shard_size
 
 __all__ = ["ShardedBatchSampler", "ShardedSampler", "tell_epoch"]
 
@@ -46,25 +47,14 @@ class ShardedSampler(Sampler[Any]):
 
     def __len__(self) -> int:
         assert isinstance(self.sampler, Sized)  # prepare_dataloader splits only samplers with a length
-        n = len(self.sampler)
-        if self.drop_last and n % self.num_replicas:
-            return n // self.num_replicas
-        if not self.pad:
-            return len(range(self.rank, n, self.num_replicas))
-        return math.ceil(n / self.num_replicas)
+        return shard_size(len(self.sampler), self.num_replicas, self.rank, drop_last=self.drop_last, pad=self.pad)
 
     def set_epoch(self, epoch: int) -> None:
         """Passed on to the inner sampler when it has one (a ``DistributedSampler``-like user sampler)."""
         tell_epoch(epoch, self.sampler)
 
     def __iter__(self) -> Iterator[Any]:
-        indices = list(self.sampler)
-        if not self.pad and not self.drop_last:
-            return iter(indices[self.rank::self.num_replicas])
-        total = len(self) * self.num_replicas
-        if not self.drop_last and indices and total > len(indices):
-            indices += (indices * math.ceil((total - len(indices)) / len(indices)))[:total - len(indices)]
-        return iter(indices[self.rank:total:self.num_replicas])
+        return iter(shard(list(self.sampler), self.num_replicas, self.rank, drop_last=self.drop_last, pad=self.pad))
 
 
 class ShardedBatchSampler(Sampler[Any]):
@@ -83,15 +73,11 @@ class ShardedBatchSampler(Sampler[Any]):
 
     def __len__(self) -> int:
         assert isinstance(self.batch_sampler, Sized)  # prepare_dataloader splits only batch samplers with a length
-        return math.ceil(len(self.batch_sampler) / self.num_replicas)
+        return shard_size(len(self.batch_sampler), self.num_replicas, self.rank)
 
     def set_epoch(self, epoch: int) -> None:
         """Passed on to the batch sampler and to its sampler, where they have one."""
         tell_epoch(epoch, self.batch_sampler, getattr(self.batch_sampler, "sampler", None))
 
     def __iter__(self) -> Iterator[Any]:
-        batches = list(self.batch_sampler)
-        total = len(self) * self.num_replicas
-        if batches and total > len(batches):
-            batches += (batches * math.ceil((total - len(batches)) / len(batches)))[:total - len(batches)]
-        return iter(batches[self.rank:total:self.num_replicas])
+        return iter(shard(list(self.batch_sampler), self.num_replicas, self.rank))

@@ -442,9 +442,11 @@ RULES: tuple[Rule, ...] = (
     _r(B, "bare test() without a checkpoint", None, "test()/validate()/predict() without a model and without a "
                                                     "best checkpoint use the weights in memory; Lightning raises "
                                                     "'ModelCheckpoint is not configured'", action=DOC),
-    _r(B, "val_check_interval fraction across epochs", None, "a float with check_val_every_n_epoch=None validates "
-                                                             "every that fraction of an epoch's batches, counted "
-                                                             "across epochs; Lightning refuses it", action=DOC),
+    _r(B, "val_check_interval fraction without check_val_every_n_epoch", None, "a float with "
+                                                                           "check_val_every_n_epoch=None validates "
+                                                                           "at that fraction of each epoch's "
+                                                                           "batches; Lightning refuses it",
+       action=DOC),
     _r(B, "on_save_checkpoint", None, "called once per save point, also when ModelCheckpoint writes a top-k file "
                                       "and last.ckpt (a hard link of it); Lightning calls it once per file", action=DOC),
 )
