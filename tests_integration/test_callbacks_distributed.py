@@ -1,6 +1,6 @@
 """Callbacks whose behaviour depends on ranks, on 2 real gloo processes: weight averaging (EMA and SWA) agrees across
 ranks and resumes exactly, the prediction writer writes every rank's part, the throughput monitor counts all ranks,
-and a loss spike on one rank makes every rank skip the step."""
+a loss spike on one rank makes every rank skip the step, and a ``max_overhead`` checkpoint follows rank 0's clock."""
 
 from __future__ import annotations
 
@@ -97,3 +97,12 @@ def test_spike_detection_skips_on_every_rank_when_one_rank_spikes(out: Path) -> 
         assert [(s["epoch"], s["batch_idx"]) for s in run["spikes"]] == [(1, 2)]
         assert run["steps"] == 7  # 2 epochs of 4 steps, one skipped on both ranks
     assert _equal(runs[0]["weights"], runs[1]["weights"]), "the ranks must take the same decision"
+
+
+@pytest.mark.timeout(360)
+def test_max_overhead_checkpoint_saves_at_the_same_steps_on_every_rank(out: Path) -> None:
+    # 64 samples on 2 ranks, batch 16: 2 steps an epoch, 5 epochs. Rank 0 skips every save point after the first;
+    # rank 1's own rule would skip none, so without rank 0 deciding the ranks would save at different steps.
+    steps = [json.loads((out / f"throttled_rank{rank}.json").read_text()) for rank in (0, 1)]
+    assert steps == [[2, 10], [2, 10]]
+    assert sorted(p.name for p in (out / "throttled").glob("*.ckpt")) == ["epoch=4-step=10.ckpt", "last.ckpt"]

@@ -4,8 +4,9 @@
 
 Writes, per rank: EMA and SWA weights of a full run and of a run stopped and resumed from its checkpoint
 (``{ema,swa}_{full,resumed}_rank{r}.pt``), the prediction writer's files (``pred_*``), the throughput monitor's
-last figures (``throughput_rank{r}.json``) and what SpikeDetection saw of a spike on rank 1 only
-(``spikes_rank{r}.pt``).
+last figures (``throughput_rank{r}.json``), what SpikeDetection saw of a spike on rank 1 only
+(``spikes_rank{r}.pt``) and the steps a ``max_overhead`` checkpoint saved at when the ranks' own clocks disagree
+(``throttled_rank{r}.json``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from xtrain.core import ModelCheckpoint, Trainer, TrainModule, seed_everything
+from xtrain.core import Callback, ModelCheckpoint, Trainer, TrainModule, seed_everything
 from xtrain.core.callbacks import (
     BasePredictionWriter,
     EMAWeightAveraging,
@@ -111,6 +112,26 @@ def spikes() -> None:
                OUT / f"spikes_rank{t.global_rank}.pt")
 
 
+class Saves(Callback):
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+
+    def on_save_checkpoint(self, trainer: Trainer, module: TrainModule, checkpoint: dict[str, Any]) -> None:
+        self.steps.append(trainer.global_step)
+
+
+def throttled() -> None:
+    seed_everything(11)
+    saves = Saves()
+    checkpoint = ModelCheckpoint(dirpath=OUT / "throttled", save_last=True, max_overhead=1e-9)
+    rank = int(__import__("os").environ["RANK"])
+    if rank == 1:
+        checkpoint.MAX_OVERHEAD_WAIT = 0.0  # rank 1's own clock would save every epoch: rank 0's must decide
+    t = trainer(5, [saves, checkpoint], OUT / "throttled_root", limit_val_batches=0)
+    t.fit(TinyClassifier(), tiny_loaders(n=64, batch_size=16)[0])
+    (OUT / f"throttled_rank{rank}.json").write_text(json.dumps(saves.steps))
+
+
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     averaging_run("ema", lambda: EMAWeightAveraging(decay=0.8), TinyClassifier)
@@ -119,6 +140,7 @@ def main() -> None:
     predict()
     throughput()
     spikes()
+    throttled()
 
 
 if __name__ == "__main__":

@@ -7,8 +7,10 @@ packages of ``--before`` (a git revision, checked out into a temporary worktree 
 of the working tree, alternating the two in fresh processes, so both sides share the machine's state and the same
 benchmark code. The older revision must accept the Trainer arguments the benchmark passes.
 
-Reported per arm and side: the median over processes of each process's median epoch ratio (``epoch median``, the
-steadiest figure) and the smallest epoch ratio seen.
+Reported per arm and side, for both of ``step_overhead.py``'s measures: the median over processes of each process's
+median ratio, and the smallest ratio seen. ``epoch`` (each run's median epoch) is the steadiest; ``run`` (whole runs)
+is the one to read when a change moves work between epochs, e.g. a checkpoint saved every few epochs rather than in
+each (the median epoch then has no save in it).
 
 Run:  python tools/bench/compare_revisions.py --before <rev> [--pairs 2] [--rounds 3] [--steps 3000]
       [--arms plain,lean,defaults,log1,log20,clip]
@@ -40,19 +42,19 @@ def _check_imports(env: dict[str, str], tree: Path) -> None:
         raise SystemExit(f"xtrain.core came from {where}, not from {tree}: an install hook shadows PYTHONPATH.")
 
 
-def _run(env: dict[str, str], args: argparse.Namespace) -> dict[str, tuple[float, float]]:
-    """One benchmark process; per arm its (min, median) epoch ratio."""
+def _run(env: dict[str, str], args: argparse.Namespace) -> dict[str, tuple[float, float, float, float]]:
+    """One benchmark process; per arm its (run min, run median, epoch min, epoch median) ratios."""
     out = subprocess.run([sys.executable, str(_HERE / "step_overhead.py"), "--arms", args.arms, "--rounds",
                           str(args.rounds), "--steps", str(args.steps), "--no-import"],
                          capture_output=True, text=True, env=env, check=False)
-    rows: dict[str, tuple[float, float]] = {}
+    rows: dict[str, tuple[float, float, float, float]] = {}
     header = False
     for line in out.stdout.splitlines():
         fields = line.split()
         if fields[:2] == ["arm", "us/step"]:
             header = True
         elif header and len(fields) == 8:
-            rows[fields[0]] = (float(fields[5]), float(fields[6]))
+            rows[fields[0]] = (float(fields[3]), float(fields[4]), float(fields[5]), float(fields[6]))
     if not rows:
         raise SystemExit(f"step_overhead.py printed no table (exit {out.returncode}):\n{out.stderr[-2000:]}")
     return rows
@@ -75,23 +77,24 @@ def main() -> int:
             envs = {name: os.environ | {"PYTHONPATH": _sources(tree)} for name, tree in sides.items()}
             for name, tree in sides.items():
                 _check_imports(envs[name], tree)
-            results: dict[str, list[dict[str, tuple[float, float]]]] = {name: [] for name in sides}
+            results: dict[str, list[dict[str, tuple[float, float, float, float]]]] = {name: [] for name in sides}
             for _ in range(args.pairs):
                 for name in sides:
                     results[name].append(_run(envs[name], args))
         finally:
             subprocess.run(["git", "-C", str(_ROOT), "worktree", "remove", "--force", str(before)], check=False)
-    print(f"epoch ratios to the plain loop; {args.pairs} processes per side, alternated; before = {args.before}, "
+    print(f"ratios to the plain loop; {args.pairs} processes per side, alternated; before = {args.before}, "
           f"after = working tree")
-    print(f"{'arm':10} {'before median':>14} {'min':>6} {'after median':>13} {'min':>6}")
-    for arm in args.arms.split(","):
-        if arm == "plain" or any(arm not in run for side in results.values() for run in side):
-            continue
-        cells = []
-        for name in sides:
-            runs = results[name]
-            cells += [statistics.median(run[arm][1] for run in runs), min(run[arm][0] for run in runs)]
-        print(f"{arm:10} {cells[0]:14.3f} {cells[1]:6.3f} {cells[2]:13.3f} {cells[3]:6.3f}")
+    for measure, at in (("epoch", 2), ("run", 0)):
+        print(f"{measure + ':':10} {'before median':>14} {'min':>6} {'after median':>13} {'min':>6}")
+        for arm in args.arms.split(","):
+            if arm in ("plain", "plain_clip") or any(arm not in run for side in results.values() for run in side):
+                continue
+            cells = []
+            for name in sides:
+                runs = results[name]
+                cells += [statistics.median(run[arm][at + 1] for run in runs), min(run[arm][at] for run in runs)]
+            print(f"{arm:10} {cells[0]:14.3f} {cells[1]:6.3f} {cells[2]:13.3f} {cells[3]:6.3f}")
     return 0
 
 

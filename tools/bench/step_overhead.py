@@ -26,6 +26,9 @@ Arms (the tiny model is where per-step overhead shows most):
   table when ``lean`` and ``clip_lean`` both ran).
 - ``engine`` (and ``fabric`` when Lightning is installed): the plain loop under ``Engine.setup``.
 
+``step_pairs.py`` measures the Trainer arms epoch by epoch against a plain loop run between them, in one process:
+steadier where the machine's speed drifts between runs.
+
 Targets on this model: ``log1`` <= 1.08, ``log20`` <= 1.10, ``clip`` <= 1.05 (against ``plain_clip``), ``lean`` ~1.00.
 
 Also measures the import time of ``torch``, and of ``xtrain.core`` (with ``Trainer`` and ``TrainModule``) once torch is
@@ -148,7 +151,8 @@ def plain(steps: int, *, clip: float | None = None, save: bool = False) -> Run:
                      save_to=os.path.join(root, "state.pt") if save else None)
 
 
-def trainer(steps: int, *, lean: bool, logged: int = 0, clip: float | None = None) -> Run:
+def trainer(steps: int, *, lean: bool, logged: int = 0, clip: float | None = None,
+            callbacks: tuple[Any, ...] = ()) -> Run:
     from xtrain.core import Callback, Trainer, TrainModule
 
     names = ["loss", *(f"metric_{i}" for i in range(1, logged))][:logged]
@@ -183,7 +187,7 @@ def trainer(steps: int, *, lean: bool, logged: int = 0, clip: float | None = Non
         extra = {"enable_checkpointing": False, "logger": False, "enable_progress_bar": False,
                  "enable_model_summary": False}
         t = Trainer(max_steps=steps, default_root_dir=root, accelerator=ACCELERATOR, devices=1,
-                    gradient_clip_val=clip, callbacks=[Marks()],
+                    gradient_clip_val=clip, callbacks=[Marks(), *callbacks],
                     **(extra if lean else {"enable_model_summary": False}))
         start = CLOCK()
         t.fit(module, loader)

@@ -55,18 +55,24 @@ class ModelCheckpoint(Callback):
             clock decides for all ranks).
         enable_version_counter: Write ``name-v1.ckpt`` (``-v2``...) instead of overwriting an existing file that
             this callback did not write.
+        max_overhead: Skip a save point of the schedule while the time since the last save is shorter than the last
+            save took divided by this fraction (``0.01``: saving takes at most about 1% of the run), and never
+            longer than :attr:`MAX_OVERHEAD_WAIT` seconds; a skipped save is made up when training ends, so the
+            run's final files are the same. For short epochs of a large model, where a save each epoch costs more
+            than the epoch's work is worth. ``None`` (the default, as Lightning) saves at every save point.
     """
 
     runs_last: ClassVar[bool] = True
     FILE_EXTENSION: ClassVar[str] = ".ckpt"
     LAST_NAME: ClassVar[str] = "last"
+    MAX_OVERHEAD_WAIT: ClassVar[float] = 60.0
 
     def __init__(self, dirpath: str | Path | None = None, filename: str | None = None, *, monitor: str | None = None,
                  mode: Literal["min", "max"] = "min", save_top_k: int = 1, save_last: bool = False,
                  every_n_epochs: int | None = None, every_n_train_steps: int | None = None,
                  save_weights_only: bool = False, verbose: bool = False, auto_insert_metric_name: bool = True,
                  save_on_train_epoch_end: bool | None = None, train_time_interval: timedelta | None = None,
-                 enable_version_counter: bool = True) -> None:
+                 enable_version_counter: bool = True, max_overhead: float | None = None) -> None:
         if mode not in ("min", "max"):
             raise ConfigError("mode", mode, "is not a ModelCheckpoint mode.", choices=["min", "max"],
                               fix="write mode='min' when lower is better.")
@@ -78,6 +84,14 @@ class ModelCheckpoint(Callback):
         if train_time_interval is not None and not isinstance(train_time_interval, timedelta):
             raise ConfigError("train_time_interval", train_time_interval, "must be a datetime.timedelta.",
                               fix="write train_time_interval=timedelta(minutes=30).")
+        if max_overhead is not None and (isinstance(max_overhead, bool) or not isinstance(max_overhead, (int, float))
+                                         or not 0 < max_overhead <= 1):
+            raise ConfigError("max_overhead", max_overhead, "must be a fraction in (0, 1], or None.",
+                              fix="write max_overhead=0.01 (saving takes about 1% of the run), or None to save at "
+                                  "every save point.")
+        self.max_overhead = max_overhead
+        self._save_seconds: float | None = None  # how long the latest save held the training loop
+        self._skipped_epoch: int | None = None  # the epoch of a save point skipped since the latest save
         self.verbose = verbose
         self.auto_insert_metric_name = auto_insert_metric_name
         self.save_on_train_epoch_end = save_on_train_epoch_end
@@ -202,8 +216,20 @@ class ModelCheckpoint(Callback):
             if self.train_time_interval is not None:
                 elapsed = time.monotonic() - self._last_time >= self.train_time_interval.total_seconds()
                 due = trainer.strategy.broadcast(due or elapsed)
-        if due:
-            self._save(trainer, epoch=trainer.current_epoch - 1 if epoch_end else trainer.current_epoch)
+        if not due:
+            return
+        epoch = trainer.current_epoch - 1 if epoch_end else trainer.current_epoch
+        throttled = self._throttled(trainer)
+        self._skipped_epoch = epoch if throttled else None
+        if not throttled:
+            self._save(trainer, epoch=epoch)
+
+    def _throttled(self, trainer: Trainer) -> bool:
+        """Whether ``max_overhead`` skips this save point; rank 0's clock decides for all ranks."""
+        if self.max_overhead is None or self._save_seconds is None:
+            return False
+        wait = min(self._save_seconds / self.max_overhead, self.MAX_OVERHEAD_WAIT)
+        return bool(trainer.strategy.broadcast(time.monotonic() - self._last_time < wait))
 
     @override
     def on_validation_end(self, trainer: Trainer, module: TrainModule) -> None:
@@ -222,6 +248,9 @@ class ModelCheckpoint(Callback):
             # As Lightning, whose epoch end also runs when max_steps, max_time or should_stop cut an epoch short:
             # that epoch is saved (after the validation the stop ran, so the ranking includes it).
             self._save(trainer, epoch=trainer.current_epoch)
+        if self._skipped_epoch is not None and self._saved_step != trainer.global_step:
+            # A save point max_overhead skipped is made up: the run ends with its latest state saved all the same.
+            self._save(trainer, epoch=self._skipped_epoch)
         if self.save_last and self._saved_step != trainer.global_step and not trainer.fast_dev_run:
             self._write(trainer, [])
         trainer.strategy.checkpoint_io.settle()  # every rank may read the files next (test(ckpt_path="best"))
@@ -344,9 +373,12 @@ class ModelCheckpoint(Callback):
             last = self._versioned(self.resolve_dirpath(trainer) / f"{self.LAST_NAME}{self.FILE_EXTENSION}")
             targets.append(last)
             self.last_model_path = str(last)
+        started = time.monotonic()
         trainer._save_checkpoint_to(targets, weights_only=self.save_weights_only, wait=False)
         self._saved_step = trainer.global_step
         self._last_time = time.monotonic()
+        self._save_seconds = self._last_time - started
+        self._skipped_epoch = None
         if self.verbose and trainer.is_global_zero:
             score = f" ({self.monitor}={self.best_k_models[str(paths[0])]:.6g})" if paths and self.monitor else ""
             print(f"Epoch {trainer.current_epoch}, global step {trainer.global_step}: saved "
