@@ -104,10 +104,24 @@ def test_zero_length_training_warns(kwargs: dict[str, int]) -> None:
         Trainer(accelerator="cpu", logger=False, **kwargs)
 
 
+@pytest.mark.parametrize(("kwargs", "text"), [
+    ({"min_epochs": 5, "max_epochs": 2}, "min_epochs=5 is more than max_epochs=2: training stops at max_epochs, so "
+                                         "min_epochs never holds. Raise max_epochs to at least 5, or lower min_epochs."),
+    ({"min_steps": 50, "max_steps": 10}, "min_steps=50 is more than max_steps=10"),
+])
+def test_a_minimum_above_its_maximum_warns_and_the_maximum_wins(tmp_path: Path, kwargs: dict[str, int],
+                                                                text: str) -> None:
+    with pytest.warns(UserWarning, match=re.escape(text)):
+        trainer = _trainer(tmp_path, **{"max_epochs": -1, **kwargs})
+    trainer.fit(TinyClassifier(), _loader(32, 8))
+    assert (trainer.current_epoch, trainer.global_step) == ((2, 8) if "max_epochs" in kwargs else (2, 10))
+
+
 def test_no_warning_for_ordinary_settings() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Trainer(accelerator="cpu", devices=1, logger=False, max_epochs=1)
+        Trainer(accelerator="cpu", devices=1, logger=False, min_epochs=3, max_epochs=3, min_steps=5)
 
 
 def test_more_cpu_processes_than_cores_warns_with_both_numbers(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -69,6 +69,7 @@ from xtrain.core._internal.trainer_args import (
     check_switches,
     parse_run_flags,
     parse_settings,
+    warn_minimum_over_maximum,
 )
 from xtrain.core._internal.trainer_compat import LightningAttributes, shaped_as
 from xtrain.core._internal.writable import check_output_dirs
@@ -212,6 +213,7 @@ class Trainer(LightningAttributes):
             accumulate_grad_batches=accumulate_grad_batches, gradient_clip_val=gradient_clip_val,
             gradient_clip_algorithm=gradient_clip_algorithm, log_every_n_steps=log_every_n_steps,
             fast_dev_run=fast_dev_run)
+        warn_minimum_over_maximum(limits, flags)
         if deterministic not in (True, False, "warn"):
             raise ConfigError("deterministic", deterministic, "is not a valid setting.", choices=[True, False, "warn"],
                               fix="write deterministic=True.")

@@ -15,7 +15,7 @@ from xtrain.core.errors import ConfigError
 from xtrain.core.loggers.logger import Logger
 
 __all__ = ["Limits", "RunFlags", "barebones_settings", "check_callbacks", "check_loggers", "parse_max_time",
-           "parse_run_flags", "parse_settings"]
+           "parse_run_flags", "parse_settings", "warn_minimum_over_maximum"]
 
 
 class Limits(NamedTuple):
@@ -130,6 +130,19 @@ def parse_settings(*, max_epochs: Any, max_steps: Any, max_time: Any, limit_trai
         log_every_n_steps=_int("log_every_n_steps", log_every_n_steps, 1, "write log_every_n_steps=50."),
         fast_dev_run=dev,
     )
+
+
+def warn_minimum_over_maximum(limits: Limits, flags: RunFlags) -> None:
+    """``min_epochs``/``min_steps`` above the matching maximum cannot hold: the maximum stops the run first (Lightning
+    trains to the maximum without a word), so the user learns it before training rather than from the result."""
+    if limits.fast_dev_run:
+        return
+    for kind, low, high in (("epochs", flags.min_epochs, limits.max_epochs), ("steps", flags.min_steps,
+                                                                              limits.max_steps)):
+        if 0 <= high < low:
+            warnings.warn(f"min_{kind}={low} is more than max_{kind}={high}: training stops at max_{kind}, so "
+                          f"min_{kind} never holds. Raise max_{kind} to at least {low}, or lower min_{kind}.",
+                          UserWarning, stacklevel=3)
 
 
 def check_callbacks(callbacks: object) -> list[Callback]:
