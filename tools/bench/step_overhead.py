@@ -99,7 +99,7 @@ def _paired_sequence(wanted: list[str]) -> list[str]:
     return sequence
 
 
-def _loop(net: Any, opt: torch.optim.Optimizer, loader: Any, steps: int,
+def run_loop(net: Any, opt: torch.optim.Optimizer, loader: Any, steps: int,
           backward: Callable[[torch.Tensor], None], device: torch.device | None = None,
           clip: float | None = None, save_to: str | None = None) -> Run:
     """The hand-written loop every non-Trainer arm runs; only ``backward``, the setup and (for the plain arm) moving
@@ -147,7 +147,7 @@ def plain(steps: int, *, clip: float | None = None, save: bool = False) -> Run:
     opt = torch.optim.SGD(net.parameters(), lr=0.05)
     loader = DataLoader(task_data(), batch_size=64, shuffle=True)
     with tempfile.TemporaryDirectory() as root:
-        return _loop(net, opt, loader, steps, lambda loss: loss.backward(), device, clip,
+        return run_loop(net, opt, loader, steps, lambda loss: loss.backward(), device, clip,
                      save_to=os.path.join(root, "state.pt") if save else None)
 
 
@@ -205,7 +205,7 @@ def engine(steps: int) -> Run:
     opt = torch.optim.SGD(net.parameters(), lr=0.05)
     net, opt = eng.setup(net, opt)
     loader = eng.setup_dataloaders(DataLoader(task_data(), batch_size=64, shuffle=True))
-    return _loop(net, opt, loader, steps, eng.backward)
+    return run_loop(net, opt, loader, steps, eng.backward)
 
 
 def fabric(steps: int) -> Run:
@@ -217,7 +217,7 @@ def fabric(steps: int) -> Run:
     opt = torch.optim.SGD(net.parameters(), lr=0.05)
     net, opt = fab.setup(net, opt)
     loader = fab.setup_dataloaders(DataLoader(task_data(), batch_size=64, shuffle=True))
-    return _loop(net, opt, loader, steps, fab.backward)
+    return run_loop(net, opt, loader, steps, fab.backward)
 
 
 def arm_functions() -> dict[str, Callable[[int], Run]]:

@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 import torch
-from step_overhead import STEPS_PER_EPOCH, task_data, task_net, trainer
+from step_overhead import STEPS_PER_EPOCH, run_loop, task_data, task_net, trainer
 from torch.utils.data import DataLoader
 
 from xtrain.core import Callback
@@ -53,15 +53,8 @@ class PlainEpochs(Callback):
         self._started: float | None = None
 
     def _plain_epoch(self) -> float:
-        start = time.perf_counter()
-        for x, y in self.loader:
-            loss = torch.nn.functional.cross_entropy(self.net(x), y)
-            self.opt.zero_grad()
-            loss.backward()
-            if self.clip is not None:
-                torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.clip)
-            self.opt.step()
-        return time.perf_counter() - start
+        return run_loop(self.net, self.opt, self.loader, STEPS_PER_EPOCH, lambda loss: loss.backward(),
+                     clip=self.clip).elapsed
 
     def on_train_epoch_start(self, trainer: Any, module: Any) -> None:
         now = time.perf_counter()
