@@ -220,15 +220,21 @@ def fabric(steps: int) -> Run:
     return run_loop(net, opt, loader, steps, fab.backward)
 
 
+# The Trainer arms' settings (``trainer``'s keyword arguments); step_pairs.py runs the same ones.
+TRAINER_ARMS: dict[str, dict[str, Any]] = {
+    "lean": {"lean": True}, "defaults": {"lean": False}, "log1": {"lean": False, "logged": 1},
+    "log20": {"lean": False, "logged": 20}, "clip": {"lean": False, "clip": 1.0},
+    "clip_lean": {"lean": True, "clip": 1.0},
+}
+
+
 def arm_functions() -> dict[str, Callable[[int], Run]]:
     """Every arm by name, each taking a number of steps (``fabric`` needs Lightning installed)."""
+    trainer_arms: dict[str, Callable[[int], Run]] = {
+        name: (lambda s, options=options: trainer(s, **options)) for name, options in TRAINER_ARMS.items()}
     return {
         "plain": plain, "plain_clip": lambda s: plain(s, clip=1.0), "plain_save": lambda s: plain(s, save=True),
-        "lean": lambda s: trainer(s, lean=True),
-        "defaults": lambda s: trainer(s, lean=False), "log1": lambda s: trainer(s, lean=False, logged=1),
-        "log20": lambda s: trainer(s, lean=False, logged=20), "clip": lambda s: trainer(s, lean=False, clip=1.0),
-        "clip_lean": lambda s: trainer(s, lean=True, clip=1.0),
-        "engine": engine, "fabric": fabric,
+        **trainer_arms, "engine": engine, "fabric": fabric,
     }
 
 

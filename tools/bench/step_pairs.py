@@ -26,16 +26,10 @@ import time
 from typing import Any
 
 import torch
-from step_overhead import STEPS_PER_EPOCH, run_loop, task_data, task_net, trainer
+from step_overhead import STEPS_PER_EPOCH, TRAINER_ARMS, run_loop, task_data, task_net, trainer
 from torch.utils.data import DataLoader
 
 from xtrain.core import Callback
-
-ARMS: dict[str, dict[str, Any]] = {
-    "lean": {"lean": True}, "defaults": {"lean": False}, "log1": {"lean": False, "logged": 1},
-    "log20": {"lean": False, "logged": 20}, "clip": {"lean": False, "clip": 1.0},
-    "clip_lean": {"lean": True, "clip": 1.0},
-}
 
 
 class PlainEpochs(Callback):
@@ -54,7 +48,7 @@ class PlainEpochs(Callback):
 
     def _plain_epoch(self) -> float:
         return run_loop(self.net, self.opt, self.loader, STEPS_PER_EPOCH, lambda loss: loss.backward(),
-                     clip=self.clip).elapsed
+                        clip=self.clip).elapsed
 
     def on_train_epoch_start(self, trainer: Any, module: Any) -> None:
         now = time.perf_counter()
@@ -76,18 +70,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--arms", default=",".join(ARMS))
+    parser.add_argument("--arms", default=",".join(TRAINER_ARMS))
     args = parser.parse_args()
     torch.set_num_threads(1)
-    wanted = [a for a in args.arms.split(",") if a in ARMS]
+    wanted = [a for a in args.arms.split(",") if a in TRAINER_ARMS]
     for arm in wanted:  # warm-up
-        trainer(STEPS_PER_EPOCH * 3, callbacks=(PlainEpochs(ARMS[arm].get("clip")),), **ARMS[arm])
+        trainer(STEPS_PER_EPOCH * 3, callbacks=(PlainEpochs(TRAINER_ARMS[arm].get("clip")),), **TRAINER_ARMS[arm])
     sums: dict[str, list[float]] = {a: [] for a in wanted}
     epochs: dict[str, list[float]] = {a: [] for a in wanted}
     for _ in range(args.rounds):
         for arm in wanted:
-            pairs = PlainEpochs(ARMS[arm].get("clip"))
-            trainer(args.steps, callbacks=(pairs,), **ARMS[arm])
+            pairs = PlainEpochs(TRAINER_ARMS[arm].get("clip"))
+            trainer(args.steps, callbacks=(pairs,), **TRAINER_ARMS[arm])
             sums[arm].append(pairs.sum_ratio())
             epochs[arm] += pairs.ratios()
     print(f"step pairs: {args.steps} steps, {args.rounds} rounds, torch {torch.__version__}, 1 thread; each Trainer "
