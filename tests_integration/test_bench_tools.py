@@ -21,3 +21,15 @@ def test_step_pairs_pairs_each_trainer_epoch_with_plain_epochs(repo_root: Path) 
         ratio, epochs = float(cells[0]), int(cells[4])
         assert 0.3 < ratio < 3.0
         assert epochs == 3  # 5 epochs: 4 closed by the next one's start, the first left out
+
+
+@pytest.mark.timeout(400)
+def test_compare_revisions_runs_step_pairs_on_both_sides(repo_root: Path) -> None:
+    out = subprocess.run([sys.executable, "compare_revisions.py", "--before", "HEAD", "--tool", "pairs", "--pairs",
+                          "1", "--rounds", "1", "--steps", "500", "--arms", "lean"],
+                         cwd=repo_root / "tools" / "bench", capture_output=True, text=True, timeout=380)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "step_pairs.py" in out.stdout, out.stdout
+    rows = [line.split() for line in out.stdout.splitlines() if line.split()[:1] == ["lean"]]
+    assert len(rows) == 2, out.stdout  # the epoch measure and the sum measure
+    assert all(0.3 < float(cell) < 3.0 for row in rows for cell in row[1:]), out.stdout

@@ -12,8 +12,12 @@ median ratio, and the smallest ratio seen. ``epoch`` (each run's median epoch) i
 is the one to read when a change moves work between epochs, e.g. a checkpoint saved every few epochs rather than in
 each (the median epoch then has no save in it).
 
-Run:  python tools/bench/compare_revisions.py --before <rev> [--pairs 2] [--rounds 3] [--steps 3000]
-      [--arms plain,lean,defaults,log1,log20,clip]
+``--tool pairs`` runs ``step_pairs.py`` instead (each Trainer epoch against plain epochs run just before and after it
+in the same process: steadier where the machine's speed drifts within seconds); its ``sum`` measure (summed epochs,
+every epoch end included) takes the place of ``run``.
+
+Run:  python tools/bench/compare_revisions.py --before <rev> [--tool overhead|pairs] [--pairs 2] [--rounds 3]
+      [--steps 3000] [--arms plain,lean,defaults,log1,log20,clip]
 """
 
 from __future__ import annotations
@@ -42,27 +46,36 @@ def _check_imports(env: dict[str, str], tree: Path) -> None:
         raise SystemExit(f"xtrain.core came from {where}, not from {tree}: an install hook shadows PYTHONPATH.")
 
 
+# Per tool: its script, the first words of its table's header, a row's width, and where in a row the (run or sum
+# min, median, epoch min, median) ratios are.
+_TOOLS = {"overhead": ("step_overhead.py", ["arm", "us/step"], 8, (3, 4, 5, 6)),
+          "pairs": ("step_pairs.py", ["arm", "sum"], 6, (2, 1, 4, 3))}
+
+
 def _run(env: dict[str, str], args: argparse.Namespace) -> dict[str, tuple[float, float, float, float]]:
     """One benchmark process; per arm its (run min, run median, epoch min, epoch median) ratios."""
-    out = subprocess.run([sys.executable, str(_HERE / "step_overhead.py"), "--arms", args.arms, "--rounds",
-                          str(args.rounds), "--steps", str(args.steps), "--no-import"],
-                         capture_output=True, text=True, env=env, check=False)
+    script, header_start, width, at = _TOOLS[args.tool]
+    extra = ["--no-import"] if args.tool == "overhead" else []
+    arms = ",".join(a for a in args.arms.split(",") if args.tool == "overhead" or not a.startswith("plain"))
+    out = subprocess.run([sys.executable, str(_HERE / script), "--arms", arms, "--rounds", str(args.rounds),
+                          "--steps", str(args.steps), *extra], capture_output=True, text=True, env=env, check=False)
     rows: dict[str, tuple[float, float, float, float]] = {}
     header = False
     for line in out.stdout.splitlines():
         fields = line.split()
-        if fields[:2] == ["arm", "us/step"]:
+        if fields[:2] == header_start:
             header = True
-        elif header and len(fields) == 8:
-            rows[fields[0]] = (float(fields[3]), float(fields[4]), float(fields[5]), float(fields[6]))
+        elif header and len(fields) == width:
+            rows[fields[0]] = (float(fields[at[0]]), float(fields[at[1]]), float(fields[at[2]]), float(fields[at[3]]))
     if not rows:
-        raise SystemExit(f"step_overhead.py printed no table (exit {out.returncode}):\n{out.stderr[-2000:]}")
+        raise SystemExit(f"{script} printed no table (exit {out.returncode}):\n{out.stderr[-2000:]}")
     return rows
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--before", required=True, help="git revision to compare the working tree with")
+    parser.add_argument("--tool", default="overhead", choices=sorted(_TOOLS))
     parser.add_argument("--arms", default="plain,lean,defaults,log1,log20,clip")
     parser.add_argument("--pairs", type=int, default=2, help="processes per side, alternated")
     parser.add_argument("--rounds", type=int, default=3)
@@ -83,9 +96,9 @@ def main() -> int:
                     results[name].append(_run(envs[name], args))
         finally:
             subprocess.run(["git", "-C", str(_ROOT), "worktree", "remove", "--force", str(before)], check=False)
-    print(f"ratios to the plain loop; {args.pairs} processes per side, alternated; before = {args.before}, "
-          f"after = working tree")
-    for measure, at in (("epoch", 2), ("run", 0)):
+    print(f"ratios to the plain loop ({_TOOLS[args.tool][0]}); {args.pairs} processes per side, alternated; "
+          f"before = {args.before}, after = working tree")
+    for measure, at in (("epoch", 2), ("run" if args.tool == "overhead" else "sum", 0)):
         print(f"{measure + ':':10} {'before median':>14} {'min':>6} {'after median':>13} {'min':>6}")
         for arm in args.arms.split(","):
             if arm in ("plain", "plain_clip") or any(arm not in run for side in results.values() for run in side):

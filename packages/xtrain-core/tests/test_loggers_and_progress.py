@@ -48,6 +48,46 @@ def test_tensorboard_event_files_hold_the_logged_scalars(tmp_path: Path) -> None
     assert [e.step for e in acc.Scalars("lr-SGD")] == [e.step for e in train], "on the rows of the step metrics"
 
 
+def test_event_records_carry_tensorboards_checksums(tmp_path: Path) -> None:
+    """The event file's records are checksummed in C (``google-crc32c``, from the tensorboard extra) and TensorBoard's
+    own reader, which verifies every checksum, reads them back; a flipped byte is caught."""
+    pytest.importorskip("tensorboard")
+    google_crc32c = pytest.importorskip("google_crc32c")
+    from tensorboard.compat.tensorflow_stub import errors
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import PyRecordReader_New
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import crc32c as python_crc32c
+
+    from xtrain.core._internal import event_file
+
+    assert event_file.crc32c is google_crc32c.value
+    for data in (b"", b"123456789", bytes(range(256)) * 3):
+        assert event_file.crc32c(data) == python_crc32c(data)
+    logger = TensorBoardLogger(tmp_path)
+    logger.log_metrics({f"m{i}": float(i) for i in range(21)}, step=7)
+    logger.finalize("success")
+    (path,) = logger.log_dir.glob("events.out.tfevents.*")
+
+    def events(file: Path) -> list[Any]:
+        from tensorboard.compat.proto.event_pb2 import Event
+
+        reader, found = PyRecordReader_New(str(file)), []
+        while True:
+            try:
+                reader.GetNext()
+            except errors.OutOfRangeError:
+                return found
+            found.append(Event.FromString(reader.record()))
+
+    written = events(path)
+    assert [v.simple_value for v in written[-1].summary.value] == [float(i) for i in range(21)]
+    assert written[-1].step == 7
+    damaged = bytearray(path.read_bytes())
+    damaged[-10] ^= 0xFF
+    path.write_bytes(bytes(damaged))
+    with pytest.raises(errors.DataLossError, match="crc32"):
+        events(path)
+
+
 def test_learning_rate_monitor_logs_the_rate_each_batch_trained_with(tmp_path: Path) -> None:
     """As Lightning: read when the batch starts (a scheduler stepped after a batch shows on the next row), kept in
     ``lrs``; 5 batches an epoch and a frequency-2 step scheduler give Lightning 2.6's measured rates."""

@@ -19,8 +19,9 @@ DEFAULTS: dict[str, Any] = {"prog_bar": False, "logger": True, "on_step": None, 
 
 
 def _visible(store: MetricStore) -> tuple[Any, ...]:
+    callback_metrics = {k: v.item() for k, v in store.callback_metrics.items()}  # first: reading settles the step's
     return ({k: (v.item(), v.dtype, v.shape, v.requires_grad) for k, v in store.step_values.items()},
-            {k: v.item() for k, v in store.callback_metrics.items()}, set(store.step_logger_keys),
+            callback_metrics, set(store.step_logger_keys),
             set(store.prog_bar_keys), {k: (a.total.item(), a.weight, a.key) for k, a in store.epoch.items()})
 
 
@@ -75,7 +76,7 @@ def test_evaluation_and_epoch_end_do_not_take_the_step_path() -> None:
     store.begin("validate")
     store.switch("train")
     _log(store, "loss", torch.tensor(7.0))
-    assert store.step_values["loss"].item() == 7.0
+    assert store.callback_metrics["loss"].item() == 7.0 and store.step_values["loss"].item() == 7.0
 
 
 def test_a_logged_value_does_not_keep_its_graph_alive() -> None:
@@ -87,8 +88,59 @@ def test_a_logged_value_does_not_keep_its_graph_alive() -> None:
     del activation
     gc.collect()
     assert watch() is None, "the stored value still references the step's graph"
-    stored = store.step_values["aux"]
-    assert stored.grad_fn is None and not stored.requires_grad and store.callback_metrics["aux"] is stored
+    stored = store.callback_metrics["aux"]
+    assert stored.grad_fn is None and not stored.requires_grad and store.step_values["aux"] is stored
+
+
+def test_a_later_value_of_a_checked_name_is_checked_when_read() -> None:
+    """The fast path checks a name's first value only; later ones are checked where they are read."""
+    store = MetricStore()
+    _log(store, "x", torch.tensor(1.0))
+    _log(store, "x", torch.tensor(2.5, dtype=torch.float16))  # converted, as the general path does
+    value = store.callback_metrics["x"]
+    assert value.dtype == torch.float32 and value.item() == 2.5
+    _log(store, "x", torch.ones(3))
+    with pytest.raises(ConfigError, match=r"self.log\('x'"):
+        store.step_metrics_for_logger()
+
+
+def test_values_of_both_paths_land_in_the_order_they_were_logged() -> None:
+    store = MetricStore()
+    _log(store, "x", torch.tensor(1.0))  # fast path
+    _log(store, "x", torch.tensor(2.0), reduce_fx="max")  # general path, later: it wins
+    assert store.callback_metrics["x"].item() == 2.0
+    _log(store, "x", torch.tensor(3.0))
+    assert store.progress_bar_metrics() == {} and store.step_metrics_for_logger() == {"x": 3.0}
+
+
+class _ReadsEachStep(TrainModule):
+    """A callback-like reader in the step loop sees every step's value, not a stale one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Linear(2, 1)
+        self.seen: list[tuple[float, float]] = []
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        loss = self.net(batch[0]).pow(2).mean()
+        self.log("loss", loss)
+        return loss
+
+    @override
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.seen.append((self.trainer.callback_metrics["loss"].item(), outputs["loss"].item()))
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def test_callback_metrics_read_in_a_step_hold_that_steps_value() -> None:
+    module = _ReadsEachStep()
+    trainer = Trainer(max_steps=4, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                      enable_model_summary=False)
+    trainer.fit(module, DataLoader(TensorDataset(torch.randn(16, 2)), batch_size=4))
+    assert len(module.seen) == 4 and len({logged for logged, _ in module.seen}) == 4
+    assert all(logged == returned for logged, returned in module.seen)
 
 
 class _TwoMetrics(TrainModule):

@@ -7,6 +7,10 @@ a tiny model's training time at ``log_every_n_steps=50``). Writing the record in
 write call), so a process killed right after a checkpoint keeps every event logged before it, as the threaded
 writer did.
 
+Each record carries two CRC-32C checksums. TensorBoard's own writer computes them in pure Python, a loop per byte,
+most of the 71 us an event of 21 scalars took (30 us in all with them computed in C). With ``google-crc32c``
+(installed with the ``tensorboard`` extra) they are computed in C; without it, by TensorBoard's function.
+
 :class:`EventFile` has the interface ``torch.utils.tensorboard``'s ``FileWriter`` expects of its event writer;
 :class:`SyncSummaryWriter` is a ``SummaryWriter`` whose default file goes through one, so every ``SummaryWriter``
 method (images, histograms, graphs, hparams) keeps working and writes into the same file.
@@ -17,17 +21,45 @@ from __future__ import annotations
 import itertools
 import os
 import socket
+import struct
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from tensorboard.compat.proto.event_pb2 import Event, SessionLog, SourceMetadata
-from tensorboard.summary.writer.record_writer import RecordWriter
 from torch.utils.tensorboard.writer import FileWriter, SummaryWriter
 
-__all__ = ["EventFile", "SyncSummaryWriter", "file_writer"]
+__all__ = ["EventFile", "SyncSummaryWriter", "crc32c", "file_writer", "record"]
 
 _UIDS = itertools.count()
+
+
+def _crc32c() -> Callable[[bytes], int]:
+    try:
+        import google_crc32c
+
+        if google_crc32c.implementation == "c":  # its fallback is a pure-Python loop too
+            return google_crc32c.value  # type: ignore[no-any-return]
+    except ImportError:
+        pass
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import crc32c as python_crc32c
+
+    return python_crc32c  # type: ignore[no-any-return]
+
+
+crc32c = _crc32c()
+
+
+def _masked(data: bytes) -> bytes:
+    crc = crc32c(data)
+    return struct.pack("<I", (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
+
+
+def record(data: bytes) -> bytes:
+    """``data`` framed as a TFRecord: its length, the length's masked CRC-32C, the data, the data's masked CRC."""
+    header = struct.pack("<Q", len(data))
+    return header + _masked(header) + data + _masked(data)
 
 
 class EventFile:
@@ -42,7 +74,6 @@ class EventFile:
         self._suffix = filename_suffix
         self._lock = threading.Lock()
         self._file: Any = None
-        self._records: RecordWriter | None = None
         self.reopen()
 
     def get_logdir(self) -> str:
@@ -62,16 +93,15 @@ class EventFile:
                 break
             except FileExistsError:
                 continue
-        self._records = RecordWriter(self._file)
         self.add_event(Event(wall_time=time.time(), file_version="brain.Event:2",
                              source_metadata=SourceMetadata(writer="xtrain")))
 
     def add_event(self, event: Event) -> None:
-        data = event.SerializeToString()
+        data = record(event.SerializeToString())
         with self._lock:
-            if self._records is None:
+            if self._file is None:
                 raise ValueError(f"the event file in {self._logdir} is closed")
-            self._records.write(data)  # several small writes into the file's buffer, then one to the OS
+            self._file.write(data)
             self._file.flush()
 
     def flush(self) -> None:
@@ -84,7 +114,7 @@ class EventFile:
             if self._file is not None:
                 self._file.flush()
                 self._file.close()
-            self._file = self._records = None
+            self._file = None
 
 
 def file_writer(log_dir: str, *, filename_suffix: str) -> FileWriter:

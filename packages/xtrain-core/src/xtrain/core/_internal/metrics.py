@@ -96,7 +96,10 @@ class MetricStore:
         self.step_logger_keys: set[str] = set()
         self.prog_bar_keys: set[str] = set()
         self._epochs: dict[str, dict[str, _Epoch]] = {}
-        self.callback_metrics: dict[str, torch.Tensor] = {}
+        self._callback_metrics: dict[str, torch.Tensor] = {}
+        # The fast path's values (see log), detached; _settle checks them when something reads them.
+        self._raw: dict[str, torch.Tensor] = {}
+        self._checked: set[str] = set()  # names whose first fast-path value was checked at the call
         self.logged_metrics: dict[str, float] = {}
         self._in_epoch_end = False
         self._per_step = True  # in training steps (not epoch-end hooks): where self.log is called every step
@@ -113,7 +116,8 @@ class MetricStore:
         """Start a stage's metrics afresh, as Lightning does at each ``fit``/``validate``/``test``/``predict``: new
         dicts, so a reference the user took to the previous stage's (``trainer.callback_metrics`` after ``fit``)
         keeps its values through ``test``, and ``logged_metrics``/``progress_bar_metrics`` hold only this stage's."""
-        self.callback_metrics = {}
+        self._settle()
+        self._callback_metrics = {}
         self.logged_metrics = {}
         self.step_values = {}
         self.step_logger_keys = set()
@@ -122,12 +126,40 @@ class MetricStore:
         self._eval_batches = {}
 
     @property
+    def callback_metrics(self) -> dict[str, torch.Tensor]:
+        """``trainer.callback_metrics``: the latest value of every key, for callbacks that monitor one."""
+        self._settle()
+        return self._callback_metrics
+
+    def _settle(self) -> None:
+        """Bring the fast path's values into ``step_values`` and ``callback_metrics``. The call checked only the
+        first value of each name; a later one that is not a float32 scalar is converted here, or refused naming the
+        key, as the general path would have done at the call."""
+        raw = self._raw
+        if not raw:
+            return
+        for name, value in raw.items():
+            if value.dtype is not _F32 or value.ndim:
+                value = _scalar(name, value)
+            self.step_values[name] = value
+            self._callback_metrics[name] = value
+        raw.clear()
+
+    def _first_check(self, name: str, value: torch.Tensor) -> bool:
+        """Whether ``name`` may take the fast path: its first value is a float32 scalar (checked once per name)."""
+        if value.dtype is not _F32 or value.ndim:
+            return False
+        self._checked.add(name)
+        return True
+
+    @property
     def in_epoch_end(self) -> bool:
         return self._in_epoch_end
 
     @contextmanager
     def epoch_end_logging(self) -> Iterator[None]:
         """Inside epoch-end hooks, a logged value is final at once: no accumulation, no per-step entry."""
+        self._settle()
         self._in_epoch_end = True
         self._per_step = False
         try:
@@ -151,19 +183,21 @@ class MetricStore:
             batch_size: int | None, add_dataloader_idx: bool = True) -> None:
         """``self.log``'s work. Options may come positionally: ``TrainModule.log`` passes them so (matching nine
         keywords is a tenth of a call that a step may make dozens of times)."""
-        # The common call, a float32 scalar in training_step logged per step only, is a step value: the graph
-        # dropped and a few dict writes. Everything else takes the general path below.
-        if (self._per_step and type(value) is _TENSOR and on_step is not False and not on_epoch
-                and not sync_dist and reduce_fx == "mean" and value.dtype is _F32 and not value.ndim):
-            if value.requires_grad:
-                value = value.data  # as detach() for a value only read, without the dispatcher and GIL round trip
-            self.step_values[name] = value
-            self.callback_metrics[name] = value
+        # The common call, a tensor in training_step logged per step only, is kept detached (the step's graph is
+        # not kept alive) in _raw: a name logged every step replaces its value there, and only the values that are
+        # read (by the loggers every log_every_n_steps steps, the progress bar, a callback) are checked, in _settle:
+        # a tensor's dtype and shape cost more to read than the rest of this call. The first value of each name is
+        # checked here, so the common mistake (a non-scalar) is refused at its call. Everything else takes the
+        # general path below.
+        if (self._per_step and type(value) is _TENSOR and on_step is not False and not on_epoch and not sync_dist
+                and reduce_fx == "mean" and (name in self._checked or self._first_check(name, value))):
+            self._raw[name] = value.data if value.requires_grad else value
             if logger:
                 self.step_logger_keys.add(name)
             if prog_bar:
                 self.prog_bar_keys.add(name)
             return
+        self._settle()  # the values reach step_values and callback_metrics in the order they were logged
         # In a step of one of several evaluation dataloaders, keys end in "/dataloader_idx_<i>" (after any
         # "_step"/"_epoch"), as Lightning's do.
         sfx = self.dataloader_suffix if add_dataloader_idx else ""
@@ -182,7 +216,7 @@ class MetricStore:
             value = torch.tensor(float(value), dtype=torch.float32)
         if self._in_epoch_end:
             value = self._reduce(value, reduce_fx) if sync_dist else value
-            self.callback_metrics[name] = value
+            self._callback_metrics[name] = value
             if logger:
                 self._pending[name] = value
             if prog_bar:
@@ -195,9 +229,9 @@ class MetricStore:
             key = (f"{name}_step" if both else name) + sfx
             if training:
                 self.step_values[key] = step_value
-                self.callback_metrics[key] = step_value
+                self._callback_metrics[key] = step_value
                 if both:
-                    self.callback_metrics[name + sfx] = step_value
+                    self._callback_metrics[name + sfx] = step_value
                 if logger:
                     self.step_logger_keys.add(key)
             elif logger:
@@ -233,6 +267,7 @@ class MetricStore:
 
     def step_metrics_for_logger(self) -> dict[str, float]:
         """The latest step values that go to loggers, as floats (the only place they are synchronized)."""
+        self._settle()
         out = {k: float(self.step_values[k].item()) for k in self.step_logger_keys if k in self.step_values}
         self.logged_metrics.update(out)
         return out
@@ -257,6 +292,7 @@ class MetricStore:
         """``trainer.logged_metrics``: what went to the loggers, with the latest value of every step metric bound for
         them, sent yet or not (as Lightning: an epoch shorter than ``log_every_n_steps`` still shows its
         ``train_loss``). Read on demand, so the step pays nothing for it."""
+        self._settle()
         for key in self.step_logger_keys:
             value = self.step_values.get(key)
             if value is not None:
@@ -265,6 +301,7 @@ class MetricStore:
 
     def end_epoch(self) -> dict[str, float]:
         """Close the epoch aggregates of the current stage: they become callback metrics; returns the logger's."""
+        self._settle()
         for_logger: dict[str, float] = {}
         for name, acc in self.epoch.items():
             total = acc.total
@@ -279,9 +316,9 @@ class MetricStore:
                     value = self.strategy.reduce(total.to(device), op=acc.reduce_fx)  # type: ignore[arg-type]
             else:
                 value = total / acc.weight if acc.reduce_fx == "mean" else total
-            self.callback_metrics[name] = value
+            self._callback_metrics[name] = value
             if acc.key != name:
-                self.callback_metrics[acc.key] = value
+                self._callback_metrics[acc.key] = value
             if acc.prog_bar:
                 self.prog_bar_keys.add(acc.key)
                 self.step_values[acc.key] = value
@@ -294,6 +331,7 @@ class MetricStore:
         return for_logger
 
     def progress_bar_metrics(self) -> dict[str, float]:
+        self._settle()
         return {k: float(self.step_values[k].item()) for k in self.prog_bar_keys if k in self.step_values}
 
     @property
@@ -303,6 +341,7 @@ class MetricStore:
 
     def begin(self, stage: Stage) -> None:
         """Start an epoch of ``stage`` with empty aggregates."""
+        self._settle()
         self.stage = stage
         self._per_step = stage == "train" and not self._in_epoch_end
         self._epochs[stage] = {}
@@ -312,5 +351,6 @@ class MetricStore:
 
     def switch(self, stage: Stage) -> None:
         """Go back to ``stage`` (after validation inside a training epoch) keeping its aggregates."""
+        self._settle()
         self.stage = stage
         self._per_step = stage == "train" and not self._in_epoch_end
