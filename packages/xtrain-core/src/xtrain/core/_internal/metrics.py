@@ -97,7 +97,8 @@ class MetricStore:
         self.prog_bar_keys: set[str] = set()
         self._epochs: dict[str, dict[str, _Epoch]] = {}
         self._callback_metrics: dict[str, torch.Tensor] = {}
-        # The fast path's values (see log), detached; _settle checks them when something reads them.
+        # The fast path's values (see log), detached. Every reader of step_values/callback_metrics and the general
+        # path call _settle first, which checks them and moves them there; nothing else needs to.
         self._raw: dict[str, torch.Tensor] = {}
         self._checked: set[str] = set()  # names whose first fast-path value was checked at the call
         self.logged_metrics: dict[str, float] = {}
@@ -159,7 +160,6 @@ class MetricStore:
     @contextmanager
     def epoch_end_logging(self) -> Iterator[None]:
         """Inside epoch-end hooks, a logged value is final at once: no accumulation, no per-step entry."""
-        self._settle()
         self._in_epoch_end = True
         self._per_step = False
         try:
@@ -341,7 +341,6 @@ class MetricStore:
 
     def begin(self, stage: Stage) -> None:
         """Start an epoch of ``stage`` with empty aggregates."""
-        self._settle()
         self.stage = stage
         self._per_step = stage == "train" and not self._in_epoch_end
         self._epochs[stage] = {}
@@ -351,6 +350,5 @@ class MetricStore:
 
     def switch(self, stage: Stage) -> None:
         """Go back to ``stage`` (after validation inside a training epoch) keeping its aggregates."""
-        self._settle()
         self.stage = stage
         self._per_step = stage == "train" and not self._in_epoch_end
