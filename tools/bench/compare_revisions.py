@@ -55,9 +55,8 @@ _TOOLS = {"overhead": ("step_overhead.py", ["arm", "us/step"], 8, (3, 4, 5, 6)),
 def _run(env: dict[str, str], args: argparse.Namespace) -> dict[str, tuple[float, float, float, float]]:
     """One benchmark process; per arm its (run min, run median, epoch min, epoch median) ratios."""
     script, header_start, width, at = _TOOLS[args.tool]
-    extra = ["--no-import"] if args.tool == "overhead" else []
-    arms = ",".join(a for a in args.arms.split(",") if args.tool == "overhead" or not a.startswith("plain"))
-    out = subprocess.run([sys.executable, str(_HERE / script), "--arms", arms, "--rounds", str(args.rounds),
+    extra = ["--no-import"] if args.tool == "overhead" else []  # step_pairs.py runs the Trainer arms it is given
+    out = subprocess.run([sys.executable, str(_HERE / script), "--arms", args.arms, "--rounds", str(args.rounds),
                           "--steps", str(args.steps), *extra], capture_output=True, text=True, env=env, check=False)
     rows: dict[str, tuple[float, float, float, float]] = {}
     header = False
