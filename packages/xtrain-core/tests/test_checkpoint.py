@@ -262,6 +262,32 @@ def test_routine_saves_sync_in_the_background_and_are_in_place_when_fit_returns(
     assert TorchCheckpointIO().load_checkpoint(tmp_path / "checkpoints" / "last.ckpt")["loops"]["epoch"] == 3
 
 
+@pytest.mark.parametrize("io", ["torch", "async"])
+def test_fits_leave_no_thread_behind(tmp_path: Path, io: str) -> None:
+    """A sweep runs many fits in one process: each fit's checkpoint-sync thread (and any other xtrain thread) ends
+    with it, also under AsyncCheckpointIO, and a save after fit still lands (it starts a new thread)."""
+    import threading
+
+    from xtrain.core.defaults import AsyncCheckpointIO
+
+    def ours() -> list[str]:
+        return sorted(t.name for t in threading.enumerate() if t.name.startswith("xtrain-"))
+
+    before = ours()
+    train, val = tiny_loaders()
+    for i in range(3):
+        plugins = [AsyncCheckpointIO()] if io == "async" else None
+        trainer = Trainer(max_epochs=2, default_root_dir=tmp_path / str(i), enable_progress_bar=False,
+                          plugins=plugins)
+        trainer.fit(TinyClassifier(), train, val)
+        assert trainer.checkpoint_callback is not None
+        assert Path(trainer.checkpoint_callback.last_model_path).is_file()
+        assert ours() == before
+    trainer.save_checkpoint(tmp_path / "after.ckpt")
+    trainer.strategy.checkpoint_io.wait()  # an asynchronous save may still be in flight when save_checkpoint returns
+    assert TorchCheckpointIO().load_checkpoint(tmp_path / "after.ckpt")["loops"]["epoch"] == 2
+
+
 def test_trainer_save_checkpoint_returns_with_the_file_in_place(tmp_path: Path) -> None:
     train, val = tiny_loaders()
     trainer = Trainer(max_steps=2, default_root_dir=tmp_path, logger=False, enable_progress_bar=False,

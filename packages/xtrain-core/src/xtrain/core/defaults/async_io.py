@@ -93,6 +93,12 @@ class AsyncCheckpointIO(CheckpointIO):
             error, self._error = self._error, None
             raise error
 
+    @override
+    def teardown(self) -> None:
+        """Finish the save in flight, then let the writer underneath stop its own work (its threads)."""
+        self.wait()
+        self.inner.teardown()
+
     def pending(self) -> bool:
         """Whether a save is still being written."""
         return self._thread is not None and self._thread.is_alive()

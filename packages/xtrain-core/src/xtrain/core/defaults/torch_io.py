@@ -291,6 +291,14 @@ class TorchCheckpointIO(CheckpointIO):
     def settle(self) -> None:
         self._finisher.flush()
 
+    @override
+    def teardown(self) -> None:
+        """Finish the queued syncs and renames, then stop their thread (a later save starts a new one).
+
+        A process that runs many fits (a sweep, a test suite) would otherwise keep one idle thread per fit.
+        """
+        self._finisher.close()
+
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         _UNFINISHED.add(self)
