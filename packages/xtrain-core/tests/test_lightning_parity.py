@@ -367,6 +367,66 @@ def test_callback_checkpoint_hooks(tmp_path: Path) -> None:
     assert saver.loaded == {"n": 3}
 
 
+def test_on_load_checkpoint_reaches_the_module_before_the_callbacks(tmp_path: Path) -> None:
+    """As in Lightning: a module that rewrites the checkpoint (renamed keys) does so before any callback reads it."""
+    from xtrain.core import ModelCheckpoint
+
+    calls: list[str] = []
+
+    class Renaming(TinyClassifier):
+        def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+            checkpoint["state_dict"] = {f"old.{k}": v for k, v in checkpoint["state_dict"].items()}
+
+        def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+            calls.append("module")
+            checkpoint["state_dict"] = {k.removeprefix("old."): v for k, v in checkpoint["state_dict"].items()}
+
+    class Reader(Callback):
+        def on_load_checkpoint(self, trainer: Trainer, module: TrainModule, checkpoint: dict[str, Any]) -> None:
+            calls.append("callback:" + ",".join(sorted({k.split(".")[0] for k in checkpoint["state_dict"]})))
+
+    class LastReader(ModelCheckpoint):
+        def on_load_checkpoint(self, trainer: Trainer, module: TrainModule, checkpoint: dict[str, Any]) -> None:
+            calls.append("checkpoint-callback")
+            super().on_load_checkpoint(trainer, module, checkpoint)
+
+    trainer = quiet(max_steps=1)
+    trainer.fit(Renaming(), tiny_loaders()[0])
+    trainer.save_checkpoint(tmp_path / "r.ckpt")
+    quiet(max_steps=2, enable_checkpointing=True, default_root_dir=tmp_path,
+          callbacks=[LastReader(), Reader()]).fit(Renaming(), tiny_loaders()[0], ckpt_path=tmp_path / "r.ckpt")
+    assert calls == ["module", "callback:net", "checkpoint-callback"], calls  # checkpoint callbacks last, as there
+
+
+def test_fit_with_nothing_to_train_skips_the_training_hooks(tmp_path: Path) -> None:
+    """As Lightning's fit loop: with limit_train_batches=0, or resumed from a run that already reached max_epochs,
+    fit calls no on_train_start/on_train_end and runs no (empty) epochs; the sanity check still runs."""
+    calls: list[str] = []
+    hooks = ("on_train_start", "on_train_epoch_start", "on_train_epoch_end", "on_train_end", "on_sanity_check_start")
+
+    class Recorder(Callback):
+        pass
+
+    for hook in hooks:
+        setattr(Recorder, hook, lambda self, *args, _hook=hook: calls.append(_hook))
+    train, val = tiny_loaders()
+    with pytest.warns(UserWarning, match="limit_train_batches=0"):
+        trainer = quiet(max_epochs=2, limit_train_batches=0, num_sanity_val_steps=1, callbacks=[Recorder()])
+    module = TinyClassifier()
+    trainer.fit(module, train, val)
+    assert calls == ["on_sanity_check_start"] and trainer.current_epoch == 0 and trainer.global_step == 0
+
+    done = quiet(max_epochs=1)
+    done.fit(module, train)
+    done.save_checkpoint(tmp_path / "done.ckpt")
+    calls.clear()
+    before = [p.detach().clone() for p in module.parameters()]
+    again = quiet(max_epochs=1, callbacks=[Recorder()])
+    again.fit(module, train, ckpt_path=tmp_path / "done.ckpt")
+    assert calls == [] and again.current_epoch == 1 and again.global_step == 4
+    assert all(torch.equal(a, b) for a, b in zip(before, module.parameters(), strict=True))
+
+
 # -- (h) verbose results table, ckpt_path="best" from a new Trainer ------------------------------------------------
 def test_validate_verbose_prints_table(capsys: pytest.CaptureFixture[str]) -> None:
     _, val = tiny_loaders()

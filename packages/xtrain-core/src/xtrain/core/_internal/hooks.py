@@ -63,8 +63,24 @@ class HookDispatcher:
         loop that reads its return value; ``None`` when the module does not override it."""
         if not overrides(self._module, TrainModule, name):
             return None
-        first = sum(1 for cb in self._callbacks if not cb.runs_last and overrides(cb, Callback, name))
-        return self.get(name)[first]
+        return self.get(name)[self._callbacks_around(name)[0]]
+
+    def call_module_first(self, name: str, *args: Any) -> None:
+        """Call hook ``name`` on the module and the DataModule, then on every callback.
+
+        Lightning's order for ``on_load_checkpoint``: the module may rewrite the checkpoint (renamed keys, say)
+        and the callbacks see it as the module left it.
+        """
+        fns = self.get(name)
+        first, last = self._callbacks_around(name)
+        owners = fns[first:len(fns) - last]
+        for fn in (*owners, *fns[:first], *fns[len(fns) - last:]):
+            fn(*args)
+
+    def _callbacks_around(self, name: str) -> tuple[int, int]:
+        """How many callbacks :meth:`get` puts before the module's hook, and how many after it (``runs_last``)."""
+        hooked = [cb.runs_last for cb in self._callbacks if overrides(cb, Callback, name)]
+        return hooked.count(False), hooked.count(True)
 
     def _profiled(self, name: str, first: list[Callback], last: list[Callback],
                   fns: list[Callable[..., Any]]) -> list[Callable[..., Any]]:

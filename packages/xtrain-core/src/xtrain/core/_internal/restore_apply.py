@@ -47,7 +47,7 @@ def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, 
         raise CheckpointError(f"checkpoint {path!r} has no {', '.join(map(repr, lacking))} entr(ies), which every "
                               f"Trainer checkpoint holds; it is damaged or was not written by Trainer. Resume from "
                               f"another checkpoint, or load its weights only (read_checkpoint(path)['state_dict']).")
-    trainer._hooks.call("on_load_checkpoint", checkpoint)
+    trainer._hooks.call_module_first("on_load_checkpoint", checkpoint)
     plan_restore(trainer, checkpoint, path, fitting=fitting).check()
     strategy = trainer.strategy
     # Small states first, each undone if a later one refuses its state (the plan cannot foresee every object's

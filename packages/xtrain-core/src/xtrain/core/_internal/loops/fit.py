@@ -110,6 +110,8 @@ class FitLoop:
         if t.max_time is not None:
             self._deadline = time.monotonic() + t.max_time.total_seconds()
         PROGRESS.begin("train")
+        if t.limit_train_batches == 0 or self.done():
+            return  # as Lightning: nothing to train (limit_train_batches=0, a resumed run that already ended)
         t._hooks.call("on_train_start")
         while True:
             self._check_time()
