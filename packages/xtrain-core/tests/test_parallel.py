@@ -79,6 +79,24 @@ def test_a_failure_caused_by_a_peer_waits_for_the_peer_to_be_named() -> None:
     assert store.get("abort").decode().startswith("0\ndetails")
 
 
+def test_the_watchdog_puts_faulthandler_back_as_it_found_it() -> None:
+    """A rank that goes on after fit (a script under torchrun) is left as it was: faulthandler is on only while
+    the watchdog watches, unless it was on before."""
+    import faulthandler
+
+    was = faulthandler.is_enabled()
+    try:
+        for enabled_before in (False, True):
+            (faulthandler.enable if enabled_before else faulthandler.disable)()
+            dog = Watchdog(torch.distributed.HashStore(), rank=0, world_size=1, interval=0.05, dead_after=5.0)
+            dog.start()
+            assert faulthandler.is_enabled()
+            dog.stop()
+            assert faulthandler.is_enabled() is enabled_before
+    finally:
+        (faulthandler.enable if was else faulthandler.disable)()
+
+
 def test_single_process_strategies_run_one_process_per_node_and_training_step_end_is_identity() -> None:
     assert SingleDeviceStrategy().processes_per_node == 1
     out = {"loss": torch.tensor([1.0, 2.0])}

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import csv
+import os
 from pathlib import Path
 from typing import Any
 
@@ -276,3 +277,29 @@ def test_invalid_trainer_arguments(kwargs: dict[str, Any], argument: str) -> Non
     with pytest.raises(ConfigError) as info:
         Trainer(**kwargs)
     assert str(info.value).startswith(f"{argument}=") and "Fix:" in str(info.value)
+
+
+def test_each_trainer_sets_deterministic_mode_as_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sweep in one process: a deterministic=True trial must not leave the mode on for a later deterministic=False
+    one (as Lightning); the default (None) leaves the process's setting alone; deterministic turns cuDNN's
+    autotuner off unless benchmark is given, and sets cuBLAS's workspace (required for its deterministic mode)."""
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+              torch.backends.cudnn.benchmark)
+    try:
+        torch.backends.cudnn.benchmark = True
+        Trainer(logger=False, deterministic="warn")
+        assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
+        assert torch.backends.cudnn.benchmark is False
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+        Trainer(logger=False, deterministic=True)
+        assert not torch.is_deterministic_algorithms_warn_only_enabled()
+        Trainer(logger=False)
+        assert torch.are_deterministic_algorithms_enabled()
+        Trainer(logger=False, deterministic=False, benchmark=True)
+        assert not torch.are_deterministic_algorithms_enabled() and torch.backends.cudnn.benchmark is True
+        with pytest.warns(UserWarning, match="deterministic=True with benchmark=True"):
+            Trainer(logger=False, deterministic=True, benchmark=True)
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+        torch.backends.cudnn.benchmark = before[2]

@@ -8,10 +8,12 @@ Subclasses add how the module is wrapped and how processes are launched.
 from __future__ import annotations
 
 import atexit
+import functools
 import gc
 import itertools
 import os
 import traceback
+import weakref
 from abc import ABC
 from collections.abc import Callable
 from datetime import timedelta
@@ -35,6 +37,7 @@ __all__ = ["ParallelStrategy"]
 _T = TypeVar("_T")
 _OPS = {"sum": dist.ReduceOp.SUM, "mean": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 _generation = itertools.count()
+_SET_UP: weakref.WeakSet[ParallelStrategy] = weakref.WeakSet()  # strategies whose models may hold the group
 # torch 2.13 renamed all_gather_into_tensor (and warns on the old name); older releases only have the old one.
 _all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
@@ -60,6 +63,7 @@ class ParallelStrategy(Strategy, ABC):
         self.heartbeat_timeout = heartbeat_timeout
         self._watchdog: Watchdog | None = None
         self._abort_handlers: list[Callable[[], None]] = []
+        self._failed = False
 
     @property
     def environment(self) -> ClusterEnvironment:
@@ -135,15 +139,14 @@ class ParallelStrategy(Strategy, ABC):
                                     timeout=self.timeout, store=attempt_store(self.timeout))
             # Kept for later fits in this process, destroyed at exit: a group left to static destructors can
             # abort the process ("terminate called without an active exception") after training succeeded.
-            atexit.register(self._release_at_exit)
+            # Registered once, holding no strategy: a Trainer deleted after fit is freed with its model.
+            _release_group_at_exit()
+        _SET_UP.add(self)
         self.start_watchdog()
 
-    def _release_at_exit(self) -> None:
-        """Drop the wrapped model (DDP holds the group and its threads) and destroy the group while Python runs."""
+    def _release_model(self) -> None:
+        """Drop the wrapped model (DDP holds the group and its threads), so the group can be destroyed."""
         self._model = None
-        gc.collect()
-        _destroy_process_group()
-        gc.collect()
 
     def watchdog_store(self) -> Any:
         """The store the watchdog uses: a fresh prefix per run on the default group's store."""
@@ -176,12 +179,15 @@ class ParallelStrategy(Strategy, ABC):
         if self._watchdog is not None:
             self._watchdog.begin_shutdown()
             collective_check.uninstall()
-            self.barrier("watchdog-stop")
+            if not self._failed:  # a failed rank's peers are being ended: a barrier would fail (or hang) and its
+                self.barrier("watchdog-stop")  # error would replace the one the user must see
             self._watchdog.stop()
             self._watchdog = None
+        self._failed = False
 
     @override
     def on_exception(self, exception: BaseException) -> None:
+        self._failed = True
         collective_check.uninstall()  # the run is over: its last collectives need not match
         if self._watchdog is not None:
             details = "".join(traceback.format_exception(type(exception), exception, exception.__traceback__))
@@ -273,6 +279,20 @@ class ParallelStrategy(Strategy, ABC):
                 dist.barrier(device_ids=[self.root_device.index])
             else:
                 dist.barrier()
+
+
+@functools.cache
+def _release_group_at_exit() -> None:
+    atexit.register(_release_at_exit)
+
+
+def _release_at_exit() -> None:
+    """Drop the wrapped models still alive and destroy the group while Python runs."""
+    for strategy in list(_SET_UP):
+        strategy._release_model()
+    gc.collect()
+    _destroy_process_group()
+    gc.collect()
 
 
 def _destroy_process_group() -> None:

@@ -59,7 +59,7 @@ from xtrain.core._internal.removed_hooks import check_removed_hooks
 from xtrain.core._internal.resolve import resolve
 from xtrain.core._internal.rng import collect_rng_states, restore_rng_states
 from xtrain.core._internal.run_dirs import new_log_dirs, remove_log_dirs
-from xtrain.core._internal.run_flags import ValClock, anomaly_detection, apply_benchmark, sync_batchnorm, unshuffled
+from xtrain.core._internal.run_flags import ValClock, anomaly_detection, apply_torch_flags, sync_batchnorm, unshuffled
 from xtrain.core._internal.sampler import ResumableSampler
 from xtrain.core._internal.trainer_args import (
     barebones_settings,
@@ -135,7 +135,8 @@ class Trainer(LightningAttributes):
     Everything else:
 
     Args:
-        deterministic: Make torch use deterministic algorithms (``"warn"``: only warn about nondeterministic ones).
+        deterministic: Make torch use deterministic algorithms (``"warn"``: only warn about nondeterministic ones;
+            ``False`` turns the mode off; ``None`` leaves it as it is). Set for the whole process, as in Lightning.
         callbacks: Callbacks to run.
         logger: ``True`` (TensorBoard if installed, else CSV), ``False``, a Logger or a list of them.
         enable_checkpointing: Add a ModelCheckpoint (saving ``last.ckpt``) when none is given.
@@ -146,7 +147,8 @@ class Trainer(LightningAttributes):
         use_distributed_sampler: Shard dataloaders across ranks automatically.
         sync_batchnorm: Synchronize BatchNorm statistics across processes (converts to ``SyncBatchNorm``).
         detect_anomaly: Train under ``torch.autograd.set_detect_anomaly`` (slow; finds the op that made a NaN).
-        benchmark: Set ``torch.backends.cudnn.benchmark`` (``None``: leave it as it is).
+        benchmark: Set ``torch.backends.cudnn.benchmark`` (``None``: leave it as it is, or off with
+            ``deterministic``).
         barebones: Turn off everything that costs speed: loggers, checkpointing, progress bar, model summary and
             the sanity check.
         inference_mode: Evaluate under ``torch.inference_mode`` (``False``: ``torch.no_grad``; accelerators that
@@ -175,7 +177,7 @@ class Trainer(LightningAttributes):
         val_check_interval: int | float | str | timedelta | dict[str, int] = 1.0,
         check_val_every_n_epoch: int | None = 1,
         num_sanity_val_steps: int = 2, accumulate_grad_batches: int = 1, gradient_clip_val: float | None = None,
-        gradient_clip_algorithm: Literal["norm", "value"] = "norm", deterministic: bool | Literal["warn"] = False,
+        gradient_clip_algorithm: Literal["norm", "value"] = "norm", deterministic: bool | Literal["warn"] | None = None,
         callbacks: Callback | list[Callback] | None = None, logger: bool | Logger | list[Logger] | None = True,
         enable_checkpointing: bool = True, enable_progress_bar: bool = True, enable_model_summary: bool = True,
         log_every_n_steps: int = 50, default_root_dir: str | Path | None = None, fast_dev_run: bool | int = False,
@@ -214,9 +216,9 @@ class Trainer(LightningAttributes):
             gradient_clip_algorithm=gradient_clip_algorithm, log_every_n_steps=log_every_n_steps,
             fast_dev_run=fast_dev_run)
         warn_minimum_over_maximum(limits, flags)
-        if deterministic not in (True, False, "warn"):
-            raise ConfigError("deterministic", deterministic, "is not a valid setting.", choices=[True, False, "warn"],
-                              fix="write deterministic=True.")
+        if deterministic not in (True, False, "warn", None):
+            raise ConfigError("deterministic", deterministic, "is not a valid setting.",
+                              choices=[True, False, "warn", None], fix="write deterministic=True.")
         self.max_epochs, self.max_steps, self.max_time = limits.max_epochs, limits.max_steps, limits.max_time
         self.limit_train_batches, self.limit_val_batches = limits.limit_train_batches, limits.limit_val_batches
         self.limit_test_batches, self.limit_predict_batches = limits.limit_test_batches, limits.limit_predict_batches
@@ -231,10 +233,8 @@ class Trainer(LightningAttributes):
         self.strategy: Strategy = resolve(accelerator=accelerator, devices=devices, num_nodes=num_nodes,
                                           strategy=strategy, precision=precision, plugins=plugins).strategy
         self.strategy.set_hang_timeout(parse_hang_timeout(hang_timeout))
-        apply_benchmark(flags)
+        apply_torch_flags(flags, deterministic)
         self._val_clock: ValClock | None = None
-        if deterministic:
-            torch.use_deterministic_algorithms(True, warn_only=deterministic == "warn")
         defaults: list[Callback] = []
         if enable_checkpointing and not limits.fast_dev_run and not any(
                 isinstance(cb, ModelCheckpoint) for cb in user_callbacks):

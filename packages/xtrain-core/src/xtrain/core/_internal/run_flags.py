@@ -1,17 +1,18 @@
 """What the Trainer's behaviour switches (``RunFlags``) do: each is one small function the Trainer or a loop calls.
 
 ``overfit_batches`` (the same first batches every epoch, unshuffled), ``min_epochs``/``min_steps`` (a stop request
-waits for them), ``reload_dataloaders_every_n_epochs``, ``sync_batchnorm``, ``detect_anomaly``, ``benchmark`` and a
+waits for them), ``reload_dataloaders_every_n_epochs``, ``sync_batchnorm``, ``detect_anomaly``, ``benchmark``, ``deterministic`` and a
 wall-clock ``val_check_interval``.
 """
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
@@ -21,14 +22,29 @@ from xtrain.core._internal.trainer_args import RunFlags
 if TYPE_CHECKING:
     from xtrain.core.strategy import Strategy
 
-__all__ = ["ValClock", "anomaly_detection", "apply_benchmark", "min_reached", "reload_due", "sync_batchnorm",
+__all__ = ["ValClock", "anomaly_detection", "apply_torch_flags", "min_reached", "reload_due", "sync_batchnorm",
            "unshuffled"]
 
 
-def apply_benchmark(flags: RunFlags) -> None:
-    """Set cuDNN's autotuner when ``benchmark`` was given (``None`` leaves torch's setting alone)."""
-    if flags.benchmark is not None:
-        torch.backends.cudnn.benchmark = flags.benchmark
+def apply_torch_flags(flags: RunFlags, deterministic: bool | Literal["warn"] | None) -> None:
+    """Set torch's deterministic mode and cuDNN's autotuner as given (``None`` leaves each as it is), as Lightning.
+
+    An explicit ``False`` turns the mode off, so a Trainer after a ``deterministic=True`` one in the same process (a
+    sweep) does not inherit it. ``deterministic`` without ``benchmark`` turns the autotuner off (it picks
+    nondeterministic kernels), and sets ``CUBLAS_WORKSPACE_CONFIG``, without which cuBLAS refuses deterministic mode.
+    """
+    benchmark = flags.benchmark
+    if deterministic and benchmark is None:
+        benchmark = False
+    elif deterministic and benchmark:
+        warnings.warn("deterministic=True with benchmark=True: cuDNN's autotuner may still pick nondeterministic "
+                      "kernels. Leave benchmark unset to turn it off.", UserWarning, stacklevel=3)
+    if benchmark is not None:
+        torch.backends.cudnn.benchmark = benchmark
+    if deterministic is not None:
+        torch.use_deterministic_algorithms(bool(deterministic), warn_only=deterministic == "warn")
+    if deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 
 def anomaly_detection(flags: RunFlags) -> AbstractContextManager[Any]:

@@ -87,12 +87,14 @@ class Watchdog:
         self.hang_timeout = hang_timeout
         self._hang: HangMonitor | None = None
         self._workers = WorkerStacks()
+        self._enabled_faulthandler = False
 
     def start(self) -> None:
         self.store.add(f"hb/{self.rank}", 1)
         if not faulthandler.is_enabled():
             try:  # a crash in C code (gloo's abort on mismatched collectives, a segfault) prints every stack
                 faulthandler.enable(all_threads=True)
+                self._enabled_faulthandler = True
             except (RuntimeError, ValueError, OSError):  # stderr without a file descriptor (a notebook)
                 pass
         if self.hang_timeout is not None:
@@ -123,6 +125,9 @@ class Watchdog:
         self._thread.join(timeout=5 * self.interval + 1)
         self._thread = None
         faulthandler.cancel_dump_traceback_later()
+        if self._enabled_faulthandler:  # a rank that goes on after fit (a script under torchrun) gets it back as it was
+            faulthandler.disable()
+            self._enabled_faulthandler = False
         if self._hang is not None:
             self._hang.close()
             self._hang = None

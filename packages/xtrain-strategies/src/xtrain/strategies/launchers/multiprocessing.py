@@ -16,7 +16,9 @@ import os
 import pickle
 import signal
 import tempfile
+import time
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -28,11 +30,13 @@ from xtrain.core.defaults.local import find_free_port
 from xtrain.core.environment import ClusterEnvironment
 from xtrain.core.errors import ConfigError, RankFailedError
 from xtrain.core.launcher import Launcher
+from xtrain.strategies._internal.global_state import GlobalState
 from xtrain.strategies._internal.pdeathsig import die_with_parent
 
 __all__ = ["ForkLauncher", "MultiprocessingLauncher"]
 
 _GRACE_S = 3.0
+_RENDEZVOUS = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
 
 
 
@@ -70,6 +74,17 @@ class MultiprocessingLauncher(Launcher):
     @override
     def launch(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         self.check()
+        saved = {key: os.environ.get(key) for key in _RENDEZVOUS}
+        try:  # the ranks inherit the rendezvous; the caller's environment is left as it was (a later Trainer
+            return self._launch(fn, args, kwargs)  # must not take an old port for the user's own)
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+    def _launch(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         env = self.environment
         if not self._user_port:
             os.environ["MASTER_PORT"] = str(find_free_port())  # a fresh rendezvous for every launch
@@ -83,8 +98,12 @@ class MultiprocessingLauncher(Launcher):
             context = start_processes(_worker, args=(work, str(result_path), os.getpid()),
                                          nprocs=self.num_processes, join=False, start_method=self.start_method)
             try:
-                while not context.join(grace_period=_GRACE_S):
-                    pass
+                try:
+                    while not context.join(grace_period=_GRACE_S):
+                        pass
+                except BaseException:
+                    _stop(context.processes)  # Ctrl-C in a notebook reaches the caller only: end the ranks too
+                    raise
             except ProcessRaisedException as err:
                 rank = node_rank * self.num_processes + err.error_index
                 raise RankFailedError(rank, str(err).strip()) from None
@@ -103,7 +122,7 @@ class MultiprocessingLauncher(Launcher):
 
     def _package(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # A plain pickle copies tensors; torch.multiprocessing would share their memory between all ranks.
-        return pickle.dumps((fn, args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)
+        return pickle.dumps((GlobalState.capture(), fn, args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 class ForkLauncher(MultiprocessingLauncher):
@@ -130,21 +149,49 @@ def _worker(local_rank: int, work: Any, result_path: str, parent_pid: int) -> No
     die_with_parent(parent_pid)
     os.environ["LOCAL_RANK"] = str(local_rank)
     if isinstance(work, bytes):
-        fn, args, kwargs = pickle.loads(work)
+        state, fn, args, kwargs = pickle.loads(work)
+        state.apply()
     else:
         # A forked child inherits OpenMP's thread-pool bookkeeping but not its threads: the first parallel CPU op
         # would wait for them forever. One intra-op thread per rank never enters the pool.
         torch.set_num_threads(1)
         fn, args, kwargs = work
-    result = fn(*args, **kwargs)
+    try:
+        result = fn(*args, **kwargs)
+    except KeyboardInterrupt as err:
+        # torch's spawn wrapper takes an interrupted rank for one its caller stopped and exits 0, which would read
+        # as a finished run; as an error, its traceback reaches the caller (the Trainer here has already ended the
+        # run: on_exception, loggers).
+        raise RankInterrupted(f"rank {os.environ.get('RANK', local_rank)} was interrupted (KeyboardInterrupt: a "
+                              f"callback raised it or the process got SIGINT)") from err
     if result is not None:
         tmp = f"{result_path}.tmp"
         torch.save(result, tmp)
         os.replace(tmp, result_path)
 
 
+class RankInterrupted(Exception):
+    """A rank's run ended by KeyboardInterrupt, reported to the caller as the rank's failure."""
+
+
 def _how(code: int) -> str:
     return f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+
+
+def _stop(processes: list[Any]) -> None:
+    """End the ranks as Ctrl-C in a terminal would (each ends its run and closes its logs), killing any that are
+    still there after the grace period."""
+    alive = [p for p in processes if p.is_alive()]
+    for p in alive:
+        with suppress(ProcessLookupError):
+            os.kill(p.pid, signal.SIGINT)
+    deadline = time.monotonic() + _GRACE_S
+    for p in alive:
+        p.join(max(0.0, deadline - time.monotonic()))
+    for p in alive:
+        if p.is_alive():
+            p.kill()
+            p.join()
 
 
 def _raised(error_files: list[str]) -> tuple[int, str] | None:
