@@ -205,9 +205,13 @@ def test_slow_but_progressing_runs_finish(tmp_path: Path, case: str, hang_timeou
     """No false alarms: a 20 s first step (within its allowance of 4 x hang_timeout), a 20 s checkpoint save that
     keeps writing, steps of 3 s with hang_timeout=5, and a preemption that saves on that slow disk."""
     result, out, _ = run(tmp_path, case, hang_timeout=hang_timeout)
-    assert result.returncodes == [0], result.output
     assert "HANG DETECTED" not in result.output
-    assert sorted(p.name for p in out.glob("finished_rank*")) == ["finished_rank0", "finished_rank1"]
+    if case == "preempt":  # fit raises SIGTERMException on every rank once last.ckpt is saved: exit code 143
+        assert result.returncodes == [143] and not list(out.glob("finished_rank*")), result.output
+        assert "failed" not in result.output, result.output
+    else:
+        assert result.returncodes == [0], result.output
+        assert sorted(p.name for p in out.glob("finished_rank*")) == ["finished_rank0", "finished_rank1"]
     if case == "slow_save":
         assert (out / "slow.ckpt").stat().st_size > 0
     if case == "preempt":

@@ -288,6 +288,35 @@ def test_fits_leave_no_thread_behind(tmp_path: Path, io: str) -> None:
     assert TorchCheckpointIO().load_checkpoint(tmp_path / "after.ckpt")["loops"]["epoch"] == 2
 
 
+def test_ctrl_c_during_a_save_raises_keyboard_interrupt_and_keeps_the_previous_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while torch.save writes through our (hashing) stream: torch's zip writer then fails with "unexpected
+    pos" over the interrupt; the caller sees the KeyboardInterrupt (as with a plain torch.save), no temporary is
+    left and the previous checkpoint is intact."""
+    from xtrain.core._internal.integrity import HashingStream
+
+    io = TorchCheckpointIO()
+    path = tmp_path / "last.ckpt"
+    io.save_checkpoint({"w": torch.zeros(4)}, path)
+    io.wait()
+    real_write = HashingStream.write
+    calls = {"n": 0}
+
+    def interrupted(self: Any, data: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real_write(self, data)
+
+    monkeypatch.setattr(HashingStream, "write", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        io.save_checkpoint({"w": torch.ones(1 << 16), "b": torch.ones(1 << 16)}, path)
+    monkeypatch.undo()
+    io.wait()
+    assert calls["n"] >= 3 and [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]
+    assert torch.equal(io.load_checkpoint(path)["w"], torch.zeros(4))
+
+
 def test_trainer_save_checkpoint_returns_with_the_file_in_place(tmp_path: Path) -> None:
     train, val = tiny_loaders()
     trainer = Trainer(max_steps=2, default_root_dir=tmp_path, logger=False, enable_progress_bar=False,

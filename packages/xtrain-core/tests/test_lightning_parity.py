@@ -427,6 +427,38 @@ def test_fit_with_nothing_to_train_skips_the_training_hooks(tmp_path: Path) -> N
     assert all(torch.equal(a, b) for a, b in zip(before, module.parameters(), strict=True))
 
 
+def test_a_failing_teardown_hook_fails_fit_after_every_teardown_ran() -> None:
+    """As Lightning: a callback whose teardown raises fails the call (it was silently swallowed), and the module's
+    and the other callbacks' teardown still run; after a failed run the run's own error is the one raised."""
+    ran: list[str] = []
+
+    class Broken(Callback):
+        def teardown(self, trainer: Trainer, module: TrainModule, stage: str) -> None:
+            ran.append("broken")
+            raise OSError("cannot remove the scratch directory")
+
+    class Tidy(Callback):
+        def teardown(self, trainer: Trainer, module: TrainModule, stage: str) -> None:
+            ran.append("tidy")
+
+    class Module(TinyClassifier):
+        def teardown(self, stage: str) -> None:
+            ran.append("module")
+
+    with pytest.raises(OSError, match="scratch directory"):
+        quiet(max_steps=1, callbacks=[Broken(), Tidy()]).fit(Module(), tiny_loaders()[0])
+    assert ran == ["broken", "tidy", "module"]
+
+    class Failing(Module):
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            raise ValueError("the run's own error")
+
+    ran.clear()
+    with pytest.warns(UserWarning, match="teardown hook raised OSError"), pytest.raises(ValueError, match="own error"):
+        quiet(max_steps=1, callbacks=[Broken(), Tidy()]).fit(Failing(), tiny_loaders()[0])
+    assert ran == ["broken", "tidy", "module"]
+
+
 # -- (h) verbose results table, ckpt_path="best" from a new Trainer ------------------------------------------------
 def test_validate_verbose_prints_table(capsys: pytest.CaptureFixture[str]) -> None:
     _, val = tiny_loaders()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 import pytest
@@ -95,6 +97,32 @@ def test_the_watchdog_puts_faulthandler_back_as_it_found_it() -> None:
             assert faulthandler.is_enabled() is enabled_before
     finally:
         (faulthandler.enable if was else faulthandler.disable)()
+
+
+class _RecordingWatchdog(Watchdog):
+    """A test double for the process exit alone: records when the watchdog would end this rank."""
+
+    exited = False
+
+    def _exit(self) -> NoReturn:  # type: ignore[misc]
+        self.exited = True
+        self._stop.set()  # the watcher thread returns instead of ending the process
+
+
+@pytest.mark.parametrize("caused_by_peer", [False, True])
+def test_a_rank_ending_its_own_failure_is_not_cut_short_by_a_peers_report(caused_by_peer: bool) -> None:
+    """Every rank failed (Ctrl-C on each, or one bug everywhere) and rank 1 reported first: rank 0, busy with its own
+    on_exception and teardown, is not ended by its watchdog before it stops the watchdog itself. A rank whose error
+    was a lost peer is still ended at once with that peer's report."""
+    store = torch.distributed.HashStore()
+    store.set("abort", "1\nrank 1's traceback")
+    dog = _RecordingWatchdog(store, rank=0, world_size=2, interval=0.05, dead_after=60.0)
+    dog.start()
+    dog.report_failure("rank 0's traceback", caused_by_peer=caused_by_peer)
+    time.sleep(0.5)  # ten polls of the store
+    assert dog.exited is caused_by_peer
+    dog.stop()
+    assert dog.exited is caused_by_peer
 
 
 def test_single_process_strategies_run_one_process_per_node_and_training_step_end_is_identity() -> None:

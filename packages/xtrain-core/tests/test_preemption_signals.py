@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from xtrain.core import Callback, CSVLogger, SIGTERMException, Trainer, TrainModule
 from xtrain.core._internal.preemption import Preemption
+from xtrain.core.checkpoint_reader import read_checkpoint
+from xtrain.core.testing import TinyClassifier, tiny_loaders
 
 
 @pytest.fixture
@@ -53,3 +58,62 @@ def test_a_handler_of_the_user_is_restored_after_the_fit(monkeypatch: pytest.Mon
         assert seen == [signal.SIGUSR1]
     finally:
         signal.signal(signal.SIGUSR1, previous)
+
+
+class _Recorder(Callback):
+    """Signals this process at a training step (or in the sanity check) and records the hooks that follow."""
+
+    def __init__(self, *, at_step: int | None = None, in_sanity: bool = False) -> None:
+        self.at_step, self.in_sanity = at_step, in_sanity
+        self.calls: list[str] = []
+
+    def on_sanity_check_start(self, trainer: Trainer, module: TrainModule) -> None:
+        if self.in_sanity:
+            signal.raise_signal(signal.SIGTERM)
+
+    def on_train_batch_end(self, trainer: Trainer, module: TrainModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if trainer.global_step == self.at_step:
+            signal.raise_signal(signal.SIGTERM)
+
+    def on_train_end(self, trainer: Trainer, module: TrainModule) -> None:
+        self.calls.append("on_train_end")
+
+    def on_exception(self, trainer: Trainer, module: TrainModule, exception: BaseException) -> None:
+        self.calls.append(f"on_exception:{type(exception).__name__}")
+
+    def teardown(self, trainer: Trainer, module: TrainModule, stage: str) -> None:
+        self.calls.append("teardown")
+
+
+def test_sigterm_saves_then_fit_raises_sigterm_exception(tmp_path: Path) -> None:
+    """As Lightning's SIGTERMException (a SystemExit with code 143): the script does not go on to test or export a
+    preempted run as a finished one, and a scheduler sees 143, not a completed job's 0. xtrain saves last.ckpt
+    first, at the next save point; on_exception sees the exception, on_train_end is not called."""
+    recorder = _Recorder(at_step=3)
+    train, val = tiny_loaders()
+    trainer = Trainer(max_epochs=5, default_root_dir=tmp_path, enable_progress_bar=False, callbacks=[recorder])
+    with pytest.raises(SIGTERMException) as info:
+        trainer.fit(TinyClassifier(), train, val)
+    assert info.value.code == 143 and isinstance(info.value, SystemExit)
+    assert recorder.calls == ["on_exception:SIGTERMException", "teardown"]
+    assert trainer.received_sigterm and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    assert trainer.checkpoint_callback is not None
+    last = read_checkpoint(trainer.checkpoint_callback.last_model_path)
+    assert last["global_step"] == trainer.global_step and 3 <= trainer.global_step <= 4
+    resumed = Trainer(max_epochs=1, default_root_dir=tmp_path, enable_progress_bar=False)
+    resumed.fit(TinyClassifier(), train, val, ckpt_path="last")  # a later fit in this process is not preempted
+    assert not resumed.received_sigterm
+
+
+def test_sigterm_before_training_ends_the_run_at_once_through_its_hooks(tmp_path: Path) -> None:
+    """Before the first step (here: the sanity check) there is nothing to save: the run ends right away, and still
+    through on_exception, teardown and its loggers (the default action killed the process without them)."""
+    recorder = _Recorder(in_sanity=True)
+    train, val = tiny_loaders()
+    trainer = Trainer(max_epochs=1, default_root_dir=tmp_path, enable_progress_bar=False, callbacks=[recorder],
+                      logger=CSVLogger(tmp_path))
+    with pytest.raises(SIGTERMException):
+        trainer.fit(TinyClassifier(), train, val)
+    assert recorder.calls == ["on_exception:SIGTERMException", "teardown"] and trainer.global_step == 0
+    assert trainer.received_sigterm and not list(tmp_path.rglob("*.ckpt"))

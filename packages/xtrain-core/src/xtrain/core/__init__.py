@@ -26,7 +26,13 @@ if TYPE_CHECKING:
     from xtrain.core.datamodule import DataModule
     from xtrain.core.engine import Engine
     from xtrain.core.environment import ClusterEnvironment
-    from xtrain.core.errors import CheckpointError, ConfigError, RankFailedError, XtrainDeprecationWarning
+    from xtrain.core.errors import (
+        CheckpointError,
+        ConfigError,
+        RankFailedError,
+        SIGTERMException,
+        XtrainDeprecationWarning,
+    )
     from xtrain.core.launcher import Launcher
     from xtrain.core.loggers import CSVLogger, Logger, TensorBoardLogger
     from xtrain.core.module import TrainModule
@@ -40,7 +46,7 @@ __all__ = [
     "Accelerator", "CSVLogger", "Callback", "CheckpointError", "CheckpointIO", "ClusterEnvironment", "ConfigError",
     "DataModule", "EarlyStopping", "Engine", "Launcher", "LearningRateMonitor", "Logger", "ModelCheckpoint",
     "ModelSummary",
-    "ParallelStrategy", "Precision", "ProgressBar", "RankFailedError", "RichProgressBar", "Strategy", "TensorBoardLogger", "TrainModule",
+    "ParallelStrategy", "Precision", "ProgressBar", "RankFailedError", "RichProgressBar", "SIGTERMException", "Strategy", "TensorBoardLogger", "TrainModule",
     "Trainer", "XtrainDeprecationWarning", "__version__", "seed_everything",
 ]
 
@@ -49,7 +55,7 @@ _WHERE = {
     "ModelSummary": "callbacks", "ProgressBar": "callbacks", "RichProgressBar": "callbacks",
     "LearningRateMonitor": "callbacks", "CheckpointIO": "checkpoint_io",
     "DataModule": "datamodule", "Engine": "engine", "ClusterEnvironment": "environment",
-    "CheckpointError": "errors", "ConfigError": "errors", "RankFailedError": "errors",
+    "CheckpointError": "errors", "ConfigError": "errors", "RankFailedError": "errors", "SIGTERMException": "errors",
     "XtrainDeprecationWarning": "errors", "Launcher": "launcher", "CSVLogger": "loggers", "Logger": "loggers",
     "TensorBoardLogger": "loggers", "TrainModule": "module", "ParallelStrategy": "parallel",
     "Precision": "precision", "seed_everything": "seed", "Strategy": "strategy", "Trainer": "trainer",

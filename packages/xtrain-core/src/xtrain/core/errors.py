@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["CheckpointError", "CollectiveMismatchError", "ConfigError", "NonFiniteLossError", "RankFailedError", "XtrainDeprecationWarning",
-           "format_choices"]
+__all__ = ["CheckpointError", "CollectiveMismatchError", "ConfigError", "NonFiniteLossError", "RankFailedError",
+           "SIGTERMException", "XtrainDeprecationWarning", "format_choices"]
 
 
 def format_choices(choices: Iterable[object]) -> str:
@@ -68,6 +68,20 @@ class RankFailedError(RuntimeError):
         self.rank = rank
         self.details = details
         super().__init__(f"rank {rank} failed:\n{details}")
+
+
+class SIGTERMException(SystemExit):
+    """``fit`` was stopped by SIGTERM (a scheduler preempting or draining the job); exits with code 143.
+
+    Raised from ``fit`` after the checkpoint the signal asked for (``last.ckpt``, at the next save point, agreed by
+    every rank) or, when the signal came before training started (setup, sanity check), right away. A ``SystemExit``
+    as in Lightning: the script stops there, so a preempted run is not tested or exported as a finished one, and a
+    scheduler sees 143 (128 + SIGTERM), not the 0 of a completed job it would not restart. ``on_exception`` sees it;
+    catch it to do otherwise.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(143)
 
 
 class XtrainDeprecationWarning(DeprecationWarning):

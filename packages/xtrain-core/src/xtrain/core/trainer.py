@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Iterable
-from contextlib import AbstractContextManager, suppress
+from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -78,7 +78,7 @@ from xtrain.core.callbacks import Callback, ModelCheckpoint, ModelSummary, Progr
 from xtrain.core.checkpoint_io import CheckpointIO
 from xtrain.core.datamodule import DataModule
 from xtrain.core.environment import ClusterEnvironment
-from xtrain.core.errors import ConfigError
+from xtrain.core.errors import ConfigError, SIGTERMException
 from xtrain.core.loggers.logger import Logger
 from xtrain.core.module import TrainModule
 from xtrain.core.precision import Precision
@@ -328,6 +328,11 @@ class Trainer(LightningAttributes):
         return self.loggers[0] if self.loggers else None
 
     @property
+    def received_sigterm(self) -> bool:
+        """Whether SIGTERM reached this process during the last ``fit`` (which then raised ``SIGTERMException``)."""
+        return self._preemption.received_sigterm
+
+    @property
     def log_dir(self) -> str:
         """The first logger's ``log_dir`` (``default_root_dir`` without a logger), as a ``str``.
 
@@ -470,40 +475,45 @@ class Trainer(LightningAttributes):
         self._new_log_dirs: list[Path] = []
         status = "success"
         try:
-            self._setup(stage)
-            loaded = None
-            if ckpt_path == "auto":
-                ckpt_path = resolve_auto(self, self._healing)
-            self._ckpt_path = ckpt_path
-            if ckpt_path is not None:
-                fitting = stage == "fit"
-                loaded = self.strategy.load_checkpoint(ckpt_path, targets=restore_targets(self, fitting=fitting))
-                restore_checkpoint(self, loaded, str(ckpt_path), fitting=fitting)
-            if stage == "fit":
-                start_attempt(self, self._healing, loaded)
-            # After the restore, as Lightning: a DataModule whose loaders depend on its state (a curriculum) builds
-            # them from the restored state.
-            self._setup_dataloaders(stage)
-            self._setup_loggers()
-            if self.profiler is None:
-                output = self._run_stage(stage)
-            else:
-                with profiling(self.profiler, self.strategy, stage=stage, global_rank=self.global_rank,
-                               log_dir=Path(self.log_dir)):
-                    output = self._run_stage(stage)
-            if return_state:
-                from xtrain.core._internal.spawn import worker_result
-
-                output = worker_result(self, output)
-            return output
+            with self._preemption.installed() if stage == "fit" else nullcontext():
+                return self._run_body(stage, ckpt_path, return_state)
         except BaseException as exc:
-            status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-            note_failure(self, exc)
-            self.strategy.on_exception(exc)
+            status = "interrupted" if isinstance(exc, (KeyboardInterrupt, SIGTERMException)) else "failed"
+            if not self._preemption.stopped_together(exc):  # a stop every rank made at one save point: no failure
+                note_failure(self, exc)
+                self.strategy.on_exception(exc)
             self._hooks.call_callbacks("on_exception", exc)
             raise
         finally:
             self._teardown(stage, status)
+
+    def _run_body(self, stage: Stage, ckpt_path: str | Path | None, return_state: bool) -> Any:
+        self._setup(stage)
+        loaded = None
+        if ckpt_path == "auto":
+            ckpt_path = resolve_auto(self, self._healing)
+        self._ckpt_path = ckpt_path
+        if ckpt_path is not None:
+            fitting = stage == "fit"
+            loaded = self.strategy.load_checkpoint(ckpt_path, targets=restore_targets(self, fitting=fitting))
+            restore_checkpoint(self, loaded, str(ckpt_path), fitting=fitting)
+        if stage == "fit":
+            start_attempt(self, self._healing, loaded)
+        # After the restore, as Lightning: a DataModule whose loaders depend on its state (a curriculum) builds
+        # them from the restored state.
+        self._setup_dataloaders(stage)
+        self._setup_loggers()
+        if self.profiler is None:
+            output = self._run_stage(stage)
+        else:
+            with profiling(self.profiler, self.strategy, stage=stage, global_rank=self.global_rank,
+                           log_dir=Path(self.log_dir)):
+                output = self._run_stage(stage)
+        if return_state:
+            from xtrain.core._internal.spawn import worker_result
+
+            output = worker_result(self, output)
+        return output
 
     def _setup(self, stage: Stage) -> None:
         module, strategy = self.module, self.strategy
@@ -627,14 +637,13 @@ class Trainer(LightningAttributes):
             restore_rng_states(rng)
             self._metrics.new_results()
         self._val_clock = ValClock(self._flags.val_check_time) if self._flags.val_check_time else None
-        with self._preemption.installed(), anomaly_detection(self._flags):
+        with anomaly_detection(self._flags):
             FitLoop(self).run()
         self._hooks.call("on_fit_end")
         return None
 
     def _teardown(self, stage: Stage, status: str) -> None:
-        with suppress(Exception):
-            self._hooks.call("teardown", stage)
+        error = self._hooks.call_all("teardown", stage)
         if self.datamodule is not None:
             self.datamodule.teardown(stage)
         shut_down_workers([self._train_loader, *self._eval_loaders])
@@ -645,6 +654,11 @@ class Trainer(LightningAttributes):
                 remove_log_dirs(self._new_log_dirs)
         self.strategy.teardown()
         self._metrics.batch = None
+        if error is not None:
+            if status == "success":  # as Lightning: a hook that fails to clean up fails the call
+                raise error
+            warnings.warn(f"a teardown hook raised {type(error).__name__}: {error} while {stage} was ending after "
+                          f"an error (that error is raised).", UserWarning, stacklevel=2)
 
     # -- services for loops and callbacks ----------------------------------------------------------------------
     def _has_validation(self) -> bool:

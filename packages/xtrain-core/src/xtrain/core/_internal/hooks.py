@@ -98,6 +98,20 @@ class HookDispatcher:
         for fn in self.get(name):
             fn(*args, **kwargs)
 
+    def call_all(self, name: str, *args: Any) -> Exception | None:
+        """Call every implementation of hook ``name``, also after one raises; returns the first error.
+
+        For ``teardown``: a callback that fails to clean up must not keep the module (and the callbacks after it)
+        from cleaning up theirs.
+        """
+        first: Exception | None = None
+        for fn in self.get(name):
+            try:
+                fn(*args)
+            except Exception as err:  # noqa: BLE001 - the caller raises it once every hook has run
+                first = first or err
+        return first
+
     def call_callbacks(self, name: str, *args: Any) -> None:
         """Call hook ``name`` on callbacks only (hooks the module has under another signature)."""
         for cb in self._callbacks:

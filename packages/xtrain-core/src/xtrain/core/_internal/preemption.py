@@ -1,8 +1,12 @@
 """Preemption: SIGTERM (and SIGUSR1 under SLURM) save a checkpoint at the next safe point, then stop cleanly.
 
-The signal handler only sets a flag. The fit loop checks it at save points (after an optimizer step, or after an
-epoch), where every rank agrees on it, writes the checkpoint there and stops. Nothing heavy ever runs inside a
-signal handler, which is what makes checkpoints taken this way reliable (Lightning #21406).
+The handlers are installed for the whole ``fit``. Once training runs, the handler only sets a flag: the fit loop
+checks it at save points (after an optimizer step, or after an epoch), where every rank agrees on it, writes the
+checkpoint there and stops. Nothing heavy ever runs inside a signal handler, which is what makes checkpoints taken
+this way reliable (Lightning #21406). A SIGTERM stop then raises :class:`~xtrain.core.errors.SIGTERMException`
+(exit code 143) out of ``fit``, as Lightning does; SLURM's SIGUSR1 requeues the job and ``fit`` returns, SLURM
+ending the job itself. Before training starts (setup, restore, sanity check) there is nothing to save: SIGTERM
+raises the exception at once, so the run still ends through ``on_exception``, its loggers and teardown.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from xtrain.core.errors import SIGTERMException
 
 if TYPE_CHECKING:
     from xtrain.core.strategy import Strategy
@@ -40,17 +46,40 @@ class Preemption:
         self.requested = False
         self.signal_number: int | None = None
         self.preempted = False
+        self._training = False
         self._pending: Callable[[], bool] | None = None
 
     def _handler(self, signum: int, frame: Any) -> None:
         self.requested = True
         self.signal_number = signum
+        if not self._training and signum == signal.SIGTERM:
+            raise SIGTERMException
+
+    @property
+    def received_sigterm(self) -> bool:
+        """Whether the last ``fit`` was stopped by a preemption signal (on any rank) or got SIGTERM before training."""
+        return self.preempted or self.signal_number == signal.SIGTERM
+
+    def start_training(self) -> None:
+        """The fit loop starts: from now on a signal is acted on at the next save point."""
+        self._training = True
+
+    def ending_fit(self) -> None:
+        """Called when the fit loop ends: raise :class:`SIGTERMException` if a preemption signal stopped it (on every
+        rank: they all stopped at the same save point, whichever rank was signalled)."""
+        if self.preempted:
+            raise SIGTERMException
+
+    def stopped_together(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the SIGTERM stop every rank made at the same save point (not one rank's failure)."""
+        return isinstance(exc, SIGTERMException) and self.preempted
 
     @contextmanager
     def installed(self) -> Iterator[None]:
-        """Install the handlers for the duration of the fit loop (only possible in the main thread)."""
+        """Install the handlers for the duration of ``fit`` (only possible in the main thread)."""
         self._pending = None
-        self.preempted = False
+        self.preempted = self.requested = self._training = False
+        self.signal_number = None
         if threading.current_thread() is not threading.main_thread():
             yield
             self._drain()
@@ -96,15 +125,19 @@ class Preemption:
             callback.saved_elsewhere(trainer, str(path))
         trainer.should_stop = True
         self.preempted = True
-        if "SLURM_JOB_ID" in os.environ:
-            # A requeue ends every process of the job: saves still in flight (plugins="async") must land first.
-            trainer.strategy.checkpoint_io.wait()
+        # Every rank's part must be on disk before any rank leaves: a requeue ends every process of the job, and a
+        # launcher (torchrun) ends the others when one exits 143; saves in flight (plugins="async") land first.
+        trainer.strategy.checkpoint_io.wait()
+        several = trainer.strategy.world_size > 1
+        if several:
             trainer.strategy.barrier("preemption_saved")
         if trainer.is_global_zero:
             print(f"xtrain: preemption signal received; saved {path} at step {trainer.global_step} and stopping. "
                   "Resume with ckpt_path='last' (or 'auto').", file=sys.stderr, flush=True)
             if self.signal_number == getattr(signal, "SIGUSR1", None) and "SLURM_JOB_ID" in os.environ:
                 _requeue(os.environ["SLURM_JOB_ID"])
+        if several:  # no rank exits (143) before the requeue was asked: `srun --kill-on-bad-exit` ends the others
+            trainer.strategy.barrier("preemption_requeued")
 
 
 def _after_fit(signum: int, previous: Any) -> Any:

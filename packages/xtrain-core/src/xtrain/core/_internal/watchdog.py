@@ -52,6 +52,7 @@ _GATHER_S = 8.0
 _EXIT_S = 12.0
 _FROZEN_GRACE_S = 30.0
 _REARM_S = 5.0
+_OWN_END_S = 10.0  # how long a rank that failed itself (Ctrl-C on every rank) may take to end its own run
 
 
 def _default_dead_after() -> float:
@@ -83,6 +84,7 @@ class Watchdog:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._reported = False
+        self._own_failure = False
         self.shutting_down = False
         self.hang_timeout = hang_timeout
         self._hang: HangMonitor | None = None
@@ -145,6 +147,7 @@ class Watchdog:
         if self._reported:
             return
         self._reported = True
+        self._own_failure = not caused_by_peer
         if caused_by_peer and self._thread is not None:
             deadline = time.monotonic() + self.dead_after + 4 * self.interval
             while time.monotonic() < deadline and self._thread.is_alive():
@@ -202,6 +205,8 @@ class Watchdog:
             self._end_hung_run(details)
         if failed == str(self.rank):
             return
+        if self._own_failure and self._stop.wait(_OWN_END_S):
+            return  # this rank failed too and ended its own run (on_exception, teardown, logs) meanwhile
         sys.stderr.write(f"\nxtrain: rank {failed} failed; stopping rank {self.rank} (pid {os.getpid()}).\n"
                          f"----- rank {failed} -----\n{details.rstrip()}\n-------------------\n")
         sys.stderr.flush()

@@ -69,8 +69,25 @@ def write_temporary(path: PathLike, write: Any, *, needed: Callable[[], int] | N
             write(ProgressFile(f))
     except BaseException as err:
         _discard(tmp_name, target, err, needed)
+        interrupt = _interrupt_behind(err)
+        if interrupt is not None:
+            raise interrupt from None
         raise
     return tmp_name
+
+
+def _interrupt_behind(err: BaseException) -> BaseException | None:
+    """The KeyboardInterrupt (or SystemExit) that ``err`` was raised over, if any.
+
+    Ctrl-C inside our stream's ``write`` leaves torch's zip writer half done, and its exit then raises "unexpected
+    pos" over the interrupt: the caller must see the interrupt, as a plain ``torch.save`` would let it.
+    """
+    seen = err.__context__
+    while isinstance(err, Exception) and seen is not None:
+        if not isinstance(seen, Exception):
+            return seen
+        seen = seen.__context__
+    return None
 
 
 def remove_stale_temporaries(folder: Path, *, older_than: float = 60.0) -> list[str]:

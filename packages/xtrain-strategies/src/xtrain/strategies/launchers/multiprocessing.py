@@ -28,7 +28,7 @@ from typing_extensions import override
 
 from xtrain.core.defaults.local import find_free_port
 from xtrain.core.environment import ClusterEnvironment
-from xtrain.core.errors import ConfigError, RankFailedError
+from xtrain.core.errors import ConfigError, RankFailedError, SIGTERMException
 from xtrain.core.launcher import Launcher
 from xtrain.strategies._internal.global_state import GlobalState
 from xtrain.strategies._internal.pdeathsig import die_with_parent
@@ -108,6 +108,8 @@ class MultiprocessingLauncher(Launcher):
                 rank = node_rank * self.num_processes + err.error_index
                 raise RankFailedError(rank, str(err).strip()) from None
             except ProcessExitedException as err:
+                if err.exit_code == SIGTERMException().code:  # the ranks saved and stopped on SIGTERM: so does fit
+                    raise SIGTERMException from None
                 # A rank stopped by the watchdog may be seen first; a rank that raised left its traceback in its
                 # error file, and that rank is the cause.
                 raised = _raised(context.error_files)

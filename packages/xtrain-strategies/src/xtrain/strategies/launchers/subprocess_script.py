@@ -28,13 +28,14 @@ from typing import Any, ClassVar
 from typing_extensions import override
 
 from xtrain.core.environment import ClusterEnvironment
-from xtrain.core.errors import ConfigError
+from xtrain.core.errors import ConfigError, SIGTERMException
 from xtrain.core.launcher import Launcher
 from xtrain.strategies._internal.pdeathsig import preexec_die_with_parent
 
 __all__ = ["SubprocessScriptLauncher", "reexec_command"]
 
 _POLL_S = 0.1
+_SIGTERM_STOP = SIGTERMException().code
 _CAUSE_WINDOW_S = 1.0
 
 
@@ -173,7 +174,7 @@ class SubprocessScriptLauncher(Launcher):
                 code = proc.poll()
                 if code is None:
                     running += 1
-                elif code != 0:
+                elif code not in (0, _SIGTERM_STOP):  # 143: the SIGTERM stop every rank makes together
                     self._fail(node_rank, index, proc, code)
                     return
             if not running:

@@ -110,6 +110,7 @@ class FitLoop:
         if t.max_time is not None:
             self._deadline = time.monotonic() + t.max_time.total_seconds()
         PROGRESS.begin("train")
+        t._preemption.start_training()
         if t.limit_train_batches == 0 or self.done():
             return  # as Lightning: nothing to train (limit_train_batches=0, a resumed run that already ended)
         t._hooks.call("on_train_start")
@@ -119,6 +120,7 @@ class FitLoop:
                 break
             self._epoch()
         self._nonfinite.flush()
+        t._preemption.ending_fit()
         t._hooks.call("on_train_end")
 
     # -- one epoch -----------------------------------------------------------------------------------------------

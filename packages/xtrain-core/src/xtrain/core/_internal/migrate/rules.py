@@ -153,6 +153,8 @@ RULES: tuple[Rule, ...] = (
         "STEP_OUTPUT", "EVAL_DATALOADERS", "TRAIN_DATALOADERS", "OptimizerLRScheduler", "LRSchedulerConfig",
         "OptimizerLRSchedulerConfig", "LRSchedulerTypeUnion")),
     _r(N, f"{_UT}.exceptions.MisconfigurationException", "xtrain.core.ConfigError", "a ValueError subclass"),
+    _r(N, f"{_UT}.exceptions.SIGTERMException", "xtrain.core.SIGTERMException",
+       "raised by fit after the preemption checkpoint"),
     _r(N, f"{_UT}.warnings.PossibleUserWarning", "builtins.UserWarning"),
     _r(N, f"{_PL}.strategies.DDPStrategy", "xtrain.strategies.DDPStrategy"),
     _r(N, f"{_PL}.strategies.FSDPStrategy", "xtrain.strategies.FSDPStrategy", "built on FSDP2"),
