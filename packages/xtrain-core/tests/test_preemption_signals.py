@@ -106,7 +106,8 @@ def test_sigterm_saves_then_fit_raises_sigterm_exception(tmp_path: Path) -> None
     assert not resumed.received_sigterm
 
 
-def test_sigterm_before_training_ends_the_run_at_once_through_its_hooks(tmp_path: Path) -> None:
+def test_sigterm_before_training_ends_the_run_at_once_through_its_hooks(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """Before the first step (here: the sanity check) there is nothing to save: the run ends right away, and still
     through on_exception, teardown and its loggers (the default action killed the process without them)."""
     recorder = _Recorder(in_sanity=True)
@@ -117,3 +118,4 @@ def test_sigterm_before_training_ends_the_run_at_once_through_its_hooks(tmp_path
         trainer.fit(TinyClassifier(), train, val)
     assert recorder.calls == ["on_exception:SIGTERMException", "teardown"] and trainer.global_step == 0
     assert trainer.received_sigterm and not list(tmp_path.rglob("*.ckpt"))
+    assert "SIGTERM before training started: nothing to save" in capsys.readouterr().err

@@ -53,6 +53,7 @@ class Preemption:
         self.requested = True
         self.signal_number = signum
         if not self._training and signum == signal.SIGTERM:
+            print("xtrain: SIGTERM before training started: nothing to save; stopping.", file=sys.stderr, flush=True)
             raise SIGTERMException
 
     @property
