@@ -329,7 +329,8 @@ class Trainer(LightningAttributes):
 
     @property
     def received_sigterm(self) -> bool:
-        """Whether SIGTERM reached this process during the last ``fit`` (which then raised ``SIGTERMException``)."""
+        """Whether the last ``fit`` was stopped by SIGTERM (or SLURM's SIGUSR1 warning) and raised
+        ``SIGTERMException``; every rank of the run says so, whichever rank was signalled."""
         return self._preemption.received_sigterm
 
     @property

@@ -3,10 +3,10 @@
 The handlers are installed for the whole ``fit``. Once training runs, the handler only sets a flag: the fit loop
 checks it at save points (after an optimizer step, or after an epoch), where every rank agrees on it, writes the
 checkpoint there and stops. Nothing heavy ever runs inside a signal handler, which is what makes checkpoints taken
-this way reliable (Lightning #21406). A SIGTERM stop then raises :class:`~xtrain.core.errors.SIGTERMException`
-(exit code 143) out of ``fit``, as Lightning does; SLURM's SIGUSR1 requeues the job and ``fit`` returns, SLURM
-ending the job itself. Before training starts (setup, restore, sanity check) there is nothing to save: SIGTERM
-raises the exception at once, so the run still ends through ``on_exception``, its loggers and teardown.
+this way reliable (Lightning #21406). Once the checkpoint is on every rank's disk (and, after SLURM's SIGUSR1,
+the requeue asked for) ``fit`` raises :class:`~xtrain.core.errors.SIGTERMException` (exit code 143) on every rank,
+as Lightning does on SIGTERM. Before training starts (setup, restore, sanity check) there is nothing to save:
+SIGTERM raises the exception at once, so the run still ends through ``on_exception``, its loggers and teardown.
 """
 
 from __future__ import annotations
