@@ -89,6 +89,9 @@ def spawn() -> None:
 
 
 def interrupt() -> None:
+    # A shell starts background jobs with SIGINT ignored, and Python then leaves it so: take Ctrl-C as a notebook
+    # kernel or a terminal's foreground job does.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     pid = os.getpid()
     threading.Timer(6.0, lambda: os.kill(pid, signal.SIGINT)).start()
     try:
