@@ -7,6 +7,7 @@ caught with one ``except`` clause, and so that tests can assert "this was refuse
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import ClassVar
 
 __all__ = ["CheckpointError", "CollectiveMismatchError", "ConfigError", "NonFiniteLossError", "RankFailedError",
            "SIGTERMException", "XtrainDeprecationWarning", "format_choices"]
@@ -80,8 +81,10 @@ class SIGTERMException(SystemExit):
     catch it to do otherwise.
     """
 
+    exit_code: ClassVar[int] = 143  # 128 + SIGTERM, what a shell reports for a process ended by it
+
     def __init__(self) -> None:
-        super().__init__(143)
+        super().__init__(self.exit_code)
 
 
 class XtrainDeprecationWarning(DeprecationWarning):

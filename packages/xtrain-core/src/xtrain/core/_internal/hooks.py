@@ -43,8 +43,7 @@ class HookDispatcher:
         """The callables for hook ``name``; each takes the hook's arguments after ``trainer, module``."""
         cached = self._cache.get(name)
         if cached is None:
-            first = [cb for cb in self._callbacks if not cb.runs_last and overrides(cb, Callback, name)]
-            last = [cb for cb in self._callbacks if cb.runs_last and overrides(cb, Callback, name)]
+            first, last = self._callbacks_around(name)
             fns: list[Callable[..., Any]] = [functools.partial(getattr(cb, name), self._trainer, self._module)
                                              for cb in first]
             if overrides(self._module, TrainModule, name):
@@ -63,7 +62,7 @@ class HookDispatcher:
         loop that reads its return value; ``None`` when the module does not override it."""
         if not overrides(self._module, TrainModule, name):
             return None
-        return self.get(name)[self._callbacks_around(name)[0]]
+        return self.get(name)[len(self._callbacks_around(name)[0])]
 
     def call_module_first(self, name: str, *args: Any) -> None:
         """Call hook ``name`` on the module and the DataModule, then on every callback.
@@ -72,15 +71,16 @@ class HookDispatcher:
         and the callbacks see it as the module left it.
         """
         fns = self.get(name)
-        first, last = self._callbacks_around(name)
+        first, last = (len(callbacks) for callbacks in self._callbacks_around(name))
         owners = fns[first:len(fns) - last]
         for fn in (*owners, *fns[:first], *fns[len(fns) - last:]):
             fn(*args)
 
-    def _callbacks_around(self, name: str) -> tuple[int, int]:
-        """How many callbacks :meth:`get` puts before the module's hook, and how many after it (``runs_last``)."""
-        hooked = [cb.runs_last for cb in self._callbacks if overrides(cb, Callback, name)]
-        return hooked.count(False), hooked.count(True)
+    def _callbacks_around(self, name: str) -> tuple[list[Callback], list[Callback]]:
+        """The callbacks implementing hook ``name`` that :meth:`get` calls before the module's, and after it
+        (``runs_last``: checkpointing, early stopping)."""
+        hooked = [cb for cb in self._callbacks if overrides(cb, Callback, name)]
+        return [cb for cb in hooked if not cb.runs_last], [cb for cb in hooked if cb.runs_last]
 
     def _profiled(self, name: str, first: list[Callback], last: list[Callback],
                   fns: list[Callable[..., Any]]) -> list[Callable[..., Any]]:

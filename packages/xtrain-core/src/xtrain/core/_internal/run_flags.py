@@ -1,8 +1,8 @@
 """What the Trainer's behaviour switches (``RunFlags``) do: each is one small function the Trainer or a loop calls.
 
 ``overfit_batches`` (the same first batches every epoch, unshuffled), ``min_epochs``/``min_steps`` (a stop request
-waits for them), ``reload_dataloaders_every_n_epochs``, ``sync_batchnorm``, ``detect_anomaly``, ``benchmark``, ``deterministic`` and a
-wall-clock ``val_check_interval``.
+waits for them), ``reload_dataloaders_every_n_epochs``, ``sync_batchnorm``, ``detect_anomaly``, ``benchmark``,
+``deterministic`` and a wall-clock ``val_check_interval``.
 """
 
 from __future__ import annotations

@@ -82,12 +82,12 @@ def _interrupt_behind(err: BaseException) -> BaseException | None:
     Ctrl-C inside our stream's ``write`` leaves torch's zip writer half done, and its exit then raises "unexpected
     pos" over the interrupt: the caller must see the interrupt, as a plain ``torch.save`` would let it.
     """
+    if not isinstance(err, Exception):
+        return None  # the interrupt itself
     seen = err.__context__
-    while isinstance(err, Exception) and seen is not None:
-        if not isinstance(seen, Exception):
-            return seen
+    while isinstance(seen, Exception):
         seen = seen.__context__
-    return None
+    return seen
 
 
 def remove_stale_temporaries(folder: Path, *, older_than: float = 60.0) -> list[str]:

@@ -8,12 +8,12 @@ the same run under ``ddp_fork`` or ``ddp`` from a script repeats exactly.
 
 from __future__ import annotations
 
-import random
-import sys
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from xtrain.core._internal.rng import collect_rng_states, restore_rng_states
 
 __all__ = ["GlobalState"]
 
@@ -28,25 +28,22 @@ class GlobalState:
     cudnn_deterministic: bool
     matmul_precision: str
     seed: int
-    torch_rng: torch.Tensor
-    python_rng: Any
-    numpy_rng: Any
+    rng: dict[str, Any]
 
     @classmethod
     def capture(cls) -> GlobalState:
         """The caller's current settings and random states (NumPy's only where the caller imported NumPy).
 
-        The accelerator's generators are seeded from the CPU one's seed, as ``torch.manual_seed`` does: reading
-        their states would initialize the accelerator in the caller.
+        The accelerator's generators are seeded from the CPU one's seed, as ``torch.manual_seed`` does, also where
+        the caller has initialized CUDA (then its states are captured, and left out here).
         """
-        numpy = sys.modules.get("numpy")
+        rng = {kind: state for kind, state in collect_rng_states().items() if kind != "cuda"}
         return cls(deterministic=torch.are_deterministic_algorithms_enabled(),
                    warn_only=torch.is_deterministic_algorithms_warn_only_enabled(),
                    cudnn_benchmark=bool(torch.backends.cudnn.benchmark),
                    cudnn_deterministic=bool(torch.backends.cudnn.deterministic),
                    matmul_precision=torch.get_float32_matmul_precision(),
-                   seed=torch.initial_seed(), torch_rng=torch.get_rng_state(), python_rng=random.getstate(),
-                   numpy_rng=numpy.random.get_state() if numpy is not None else None)
+                   seed=torch.initial_seed(), rng=rng)
 
     def apply(self) -> None:
         """Make this process's settings and random states the caller's."""
@@ -54,10 +51,5 @@ class GlobalState:
         torch.backends.cudnn.benchmark = self.cudnn_benchmark
         torch.backends.cudnn.deterministic = self.cudnn_deterministic
         torch.set_float32_matmul_precision(self.matmul_precision)
-        torch.set_rng_state(self.torch_rng)
+        restore_rng_states(self.rng)
         torch.cuda.manual_seed_all(self.seed)  # as torch.manual_seed does in the caller (lazily: CUDA stays untouched)
-        random.setstate(self.python_rng)
-        if self.numpy_rng is not None:
-            import numpy
-
-            numpy.random.set_state(self.numpy_rng)

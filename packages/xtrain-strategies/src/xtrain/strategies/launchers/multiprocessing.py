@@ -108,7 +108,7 @@ class MultiprocessingLauncher(Launcher):
                 rank = node_rank * self.num_processes + err.error_index
                 raise RankFailedError(rank, str(err).strip()) from None
             except ProcessExitedException as err:
-                if err.exit_code == SIGTERMException().code:  # the ranks saved and stopped on SIGTERM: so does fit
+                if err.exit_code == SIGTERMException.exit_code:  # the ranks saved and stopped on SIGTERM: so does fit
                     raise SIGTERMException from None
                 # A rank stopped by the watchdog may be seen first; a rank that raised left its traceback in its
                 # error file, and that rank is the cause.

@@ -35,7 +35,7 @@ from xtrain.strategies._internal.pdeathsig import preexec_die_with_parent
 __all__ = ["SubprocessScriptLauncher", "reexec_command"]
 
 _POLL_S = 0.1
-_SIGTERM_STOP = SIGTERMException().code
+_SIGTERM_STOP = SIGTERMException.exit_code
 _CAUSE_WINDOW_S = 1.0
 
 
