@@ -63,7 +63,6 @@ class ParallelStrategy(Strategy, ABC):
         self.heartbeat_timeout = heartbeat_timeout
         self._watchdog: Watchdog | None = None
         self._abort_handlers: list[Callable[[], None]] = []
-        self._failed = False
 
     @property
     def environment(self) -> ClusterEnvironment:
@@ -179,15 +178,13 @@ class ParallelStrategy(Strategy, ABC):
         if self._watchdog is not None:
             self._watchdog.begin_shutdown()
             collective_check.uninstall()
-            if not self._failed:  # a failed rank's peers are being ended: a barrier would fail (or hang) and its
-                self.barrier("watchdog-stop")  # error would replace the one the user must see
+            if not self._watchdog.reported_failure:  # its peers are being ended: a barrier would fail (or hang),
+                self.barrier("watchdog-stop")  # and that error would replace the one the user must see
             self._watchdog.stop()
             self._watchdog = None
-        self._failed = False
 
     @override
     def on_exception(self, exception: BaseException) -> None:
-        self._failed = True
         collective_check.uninstall()  # the run is over: its last collectives need not match
         if self._watchdog is not None:
             details = "".join(traceback.format_exception(type(exception), exception, exception.__traceback__))

@@ -135,6 +135,11 @@ class Watchdog:
             self._hang = None
         self._workers.uninstall()
 
+    @property
+    def reported_failure(self) -> bool:
+        """Whether this rank reported a failure of its own run (:meth:`report_failure`)."""
+        return self._reported
+
     def report_failure(self, details: str, *, caused_by_peer: bool = False) -> None:
         """Tell every rank that this one failed (first report wins); called before this rank exits.
 
