@@ -265,6 +265,9 @@ def main() -> int:
     torch.set_num_threads(1)
     arms = arm_functions()
     wanted = [a for a in args.arms.split(",") if a in arms]
+    if not [a for a in wanted if a not in _BASELINES]:
+        parser.error(f"--arms {args.arms!r}: name at least one arm measured against a plain loop "
+                     f"(valid: {', '.join(a for a in arms if a not in _BASELINES)})")
     if "plain" not in wanted:
         wanted.insert(0, "plain")
     if ("clip" in wanted or "clip_lean" in wanted) and "plain_clip" not in wanted:
