@@ -50,10 +50,10 @@ def test_epoch_metric_under_ddp_equals_one_process_on_all_data(tmp_path: Path) -
     # F1 is not a mean of per-batch values: averaging batch F1s (what a logged tensor does) gives another number.
     assert abs(sum(batch_f1) / len(batch_f1) - expected["val_f1"]) > 1e-3
     assert found["update_counts_after"] == [0, 0, 0]  # reset after each epoch (else "uneven" would count twice)
-    # The tracker is rank 0's alone: one W&B run attempt per validate() call (each stage ends the run, the next one
-    # resumes it under the same id), none from rank 1.
+    # The tracker is rank 0's alone: one W&B run for both validate() calls (a stage leaves the run open, as
+    # Lightning's), none from rank 1.
     runs = list((tmp_path / "wandb").glob("offline-run-*"))
-    assert len(runs) == 2 and all(found["run_id"] in r.name for r in runs), runs
+    assert len(runs) == 1 and all(found["run_id"] in r.name for r in runs), runs
     for rank in (0, 1):  # the profiler's report of each rank, in its own file
         report = (tmp_path / "perf" / f"report-validate-rank{rank}.txt").read_text()
         assert f"(validate, rank {rank})" in report and "validation_step" in report

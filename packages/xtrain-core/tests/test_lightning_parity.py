@@ -560,6 +560,99 @@ def test_validation_step_values_get_their_own_logger_rows(tmp_path: Path) -> Non
     assert trainer.logged_metrics["vs"] == 11.0 and trainer.logged_metrics["vb_step"] == 1.0
 
 
+@pytest.mark.parametrize("manual", [False, True])
+def test_values_logged_in_on_train_batch_end_reach_their_own_row(tmp_path: Path, manual: bool) -> None:
+    """Lightning writes a step's row after the batch's ``on_train_batch_end`` hooks; xtrain wrote it before them, so
+    each such value landed on the next row and the last batch's never reached the loggers."""
+    import csv
+
+    from xtrain.core import CSVLogger
+
+    class BatchEnd(Callback):
+        def on_train_batch_end(self, trainer: Trainer, module: TrainModule, outputs: Any, batch: Any,
+                               batch_idx: int) -> None:
+            module.log("cb", float(batch_idx))
+
+    class Logged(TinyClassifier):
+        def __init__(self) -> None:
+            super().__init__()
+            self.automatic_optimization = not manual
+
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            if not manual:
+                return super().training_step(batch, batch_idx)
+            opt = self.optimizers()
+            x, y = batch
+            loss = torch.nn.functional.cross_entropy(self(x), y)
+            opt.zero_grad()
+            self.manual_backward(loss)
+            opt.step()
+            return None
+
+        def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+            self.log("m", float(100 + batch_idx))
+
+    train, _ = tiny_loaders(n=32, batch_size=8)  # 4 batches an epoch
+    trainer = quiet(max_epochs=2, log_every_n_steps=1, logger=CSVLogger(tmp_path), callbacks=[BatchEnd()])
+    trainer.fit(Logged(), train)
+    rows = list(csv.DictReader(next(tmp_path.rglob("metrics.csv")).read_text().splitlines()))
+    cb = [(int(r["step"]), int(r["epoch"]), float(r["cb"])) for r in rows if r.get("cb")]
+    m = [(int(r["step"]), float(r["m"])) for r in rows if r.get("m")]
+    assert cb == [(s + 1, s // 4, float(s % 4)) for s in range(8)]
+    assert m == [(s + 1, 100.0 + s % 4) for s in range(8)]
+
+
+def test_an_epochs_values_and_its_end_hooks_values_are_one_logger_row(tmp_path: Path) -> None:
+    """Lightning writes an epoch's aggregates and what its epoch-end hooks log in one ``log_metrics`` call; xtrain
+    wrote two rows at the same step (an extra ``epoch`` point in TensorBoard and MLflow for every epoch)."""
+    import csv
+
+    from xtrain.core import CSVLogger
+
+    class EpochValues(TinyClassifier):
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            loss = super().training_step(batch, batch_idx)
+            self.log("ta", 1.0, on_step=False, on_epoch=True)
+            return loss
+
+        def on_train_epoch_end(self) -> None:
+            self.log("tb", 2.0)
+
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            self.log("va", 3.0)
+
+        def on_validation_epoch_end(self) -> None:
+            self.log("vb", 4.0)
+
+    train, val = tiny_loaders(n=32, batch_size=8)
+    trainer = quiet(max_epochs=2, log_every_n_steps=50, logger=CSVLogger(tmp_path))
+    trainer.fit(EpochValues(), train, val)
+    rows = list(csv.DictReader(next(tmp_path.rglob("metrics.csv")).read_text().splitlines()))
+    assert [(r["ta"], r["tb"]) for r in rows if r.get("ta") or r.get("tb")] == [("1.0", "2.0")] * 2
+    assert [(r["va"], r["vb"]) for r in rows if r.get("va") or r.get("vb")] == [("3.0", "4.0")] * 2
+
+
+@pytest.mark.parametrize("options", [{"on_step": True}, {"on_epoch": False}])
+def test_a_step_value_logged_in_an_epoch_end_hook_is_refused(options: dict[str, bool]) -> None:
+    """Lightning raises for ``self.log(..., on_step=True)`` in ``on_train_epoch_end``; xtrain took it silently."""
+
+    class EpochEnd(TinyClassifier):
+        def on_train_epoch_end(self) -> None:
+            self.log("late", 1.0, **options)
+
+    with pytest.raises(ConfigError, match="epoch-end hook") as caught:
+        quiet(max_epochs=1).fit(EpochEnd(), tiny_loaders(n=16, batch_size=8)[0])
+    assert caught.value.argument == next(iter(options))
+
+    class Plain(TinyClassifier):
+        def on_train_epoch_end(self) -> None:
+            self.log("fine", 2.0, on_epoch=True, on_step=False)
+
+    trainer = quiet(max_epochs=1)
+    trainer.fit(Plain(), tiny_loaders(n=16, batch_size=8)[0])
+    assert trainer.callback_metrics["fine"].item() == 2.0
+
+
 def test_manual_optimization_global_step_moves_with_each_optimizer_step() -> None:
     """Lightning 2.6.6 reads (1, 2), (3, 4), ... after each of two optimizers' steps; xtrain read (0, 0), (2, 2)."""
     seen: list[tuple[int, int]] = []

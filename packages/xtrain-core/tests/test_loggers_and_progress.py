@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from xtrain.core import (
+    ConfigError,
     CSVLogger,
     LearningRateMonitor,
     ModelSummary,
@@ -35,7 +36,7 @@ def test_tensorboard_event_files_hold_the_logged_scalars(tmp_path: Path) -> None
     event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
     logger = TensorBoardLogger(tmp_path)
     fit(max_epochs=2, logger=logger, log_every_n_steps=2, enable_progress_bar=False,
-        callbacks=[LearningRateMonitor()])
+        callbacks=[LearningRateMonitor("step")])  # the default also logs an unscheduled rate as each epoch starts
     acc = event_accumulator.EventAccumulator(str(logger.log_dir))
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
@@ -247,8 +248,67 @@ def test_learning_rate_monitor_names() -> None:
         optimizers = [a, b]
 
     values = LearningRateMonitor(log_momentum=True).values(FakeTrainer())  # type: ignore[arg-type]
-    assert values == {"lr-SGD/pg1": 0.1, "lr-SGD/pg2": 0.5, "momentum-SGD/pg1": 0.9, "momentum-SGD/pg2": 0.9,
-                      "lr-SGD-1": 0.2, "momentum-SGD-1": 0.0}
+    assert values == {"lr-SGD/pg1": 0.1, "lr-SGD/pg2": 0.5, "lr-SGD/pg1-momentum": 0.9, "lr-SGD/pg2-momentum": 0.9,
+                      "lr-SGD-1": 0.2, "lr-SGD-1-momentum": 0.0}
+    named = torch.optim.AdamW([{"params": [module.net[0].weight], "name": "backbone"},
+                               {"params": [module.net[0].bias], "name": "head"}], lr=0.3, weight_decay=0.01)
+
+    class Named:
+        optimizers = [named]
+
+    values = LearningRateMonitor(log_momentum=True, log_weight_decay=True).values(Named())  # type: ignore[arg-type]
+    assert values == {"lr-AdamW/backbone": 0.3, "lr-AdamW/backbone-momentum": 0.9,
+                      "lr-AdamW/backbone-weight_decay": 0.01, "lr-AdamW/head": 0.3, "lr-AdamW/head-momentum": 0.9,
+                      "lr-AdamW/head-weight_decay": 0.01}
+    twice = torch.optim.SGD([{"params": [module.net[0].weight], "name": "x"},
+                             {"params": [module.net[0].bias], "name": "x"}], lr=0.1)
+
+    class Twice:
+        optimizers = [twice]
+
+    with pytest.raises(ConfigError, match="same 'name'"):
+        LearningRateMonitor().values(Twice())  # type: ignore[arg-type]
+
+
+def test_learning_rate_monitor_follows_each_schedulers_interval_and_name(tmp_path: Path) -> None:
+    """Lightning's default ``logging_interval=None``: a per-epoch scheduler once an epoch, a per-step one with the
+    step metrics, both under the scheduler's ``"name"`` when it has one (xtrain logged every rate at every logging
+    step, as ``lr-<Optimizer>``, and refused ``None``)."""
+    import csv
+
+    from xtrain.core import CSVLogger
+
+    class Scheduled(TinyClassifier):
+        def __init__(self, interval: str, name: str | None) -> None:
+            super().__init__()
+            self.interval, self.name = interval, name
+
+        def configure_optimizers(self) -> Any:
+            opt = torch.optim.SGD(self.parameters(), lr=1.0)
+            sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": self.interval,
+                                                       **({"name": self.name} if self.name else {})}}
+
+    def run(interval: str, name: str | None) -> tuple[LearningRateMonitor, list[dict[str, str]]]:
+        monitor = LearningRateMonitor()
+        logger = CSVLogger(tmp_path / interval)
+        trainer = Trainer(max_epochs=3, limit_train_batches=3, log_every_n_steps=2, logger=logger,
+                          callbacks=[monitor], enable_progress_bar=False, enable_model_summary=False,
+                          enable_checkpointing=False)
+        trainer.fit(Scheduled(interval, name), tiny_loaders()[0])
+        with logger.metrics_file.open(newline="") as f:
+            return monitor, list(csv.DictReader(f))
+
+    monitor, rows = run("epoch", None)  # once an epoch, at its start
+    assert monitor.lrs == {"lr-SGD": [1.0, 0.5, 0.25]}
+    assert [(int(r["step"]), float(r["lr-SGD"])) for r in rows if r.get("lr-SGD")] == [(0, 1.0), (3, 0.5), (6, 0.25)]
+    monitor, rows = run("step", "fast")  # with the step metrics, under the scheduler's name
+    assert monitor.lrs == {"fast": [0.5, 0.125, 0.03125, 0.0078125]}
+    assert [int(r["step"]) for r in rows if r.get("fast")] == [2, 4, 6, 8]
+    assert not [r for r in rows if r.get("lr-SGD")]
+    assert LearningRateMonitor(logging_interval=None).logging_interval is None
+    with pytest.raises(ConfigError, match="logging_interval"):
+        LearningRateMonitor(logging_interval="batch")  # type: ignore[arg-type]
 
 
 def test_model_summary_table(capsys: pytest.CaptureFixture[str]) -> None:

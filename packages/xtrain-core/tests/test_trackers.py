@@ -123,6 +123,7 @@ def test_wandb_offline_run_holds_params_metrics_by_step_and_checkpoints(tmp_path
 
     logger = WandbLogger(tmp_path, project="proj", offline=True, log_model="all")
     trainer, _ = _fit(tmp_path, logger)
+    logger.finish()  # the run stays open after a stage (Lightning's: one run for fit and test) until finish or exit
     run = wandb_run(tmp_path, logger.version)
     assert run["ids"] == {logger.version}
     assert run["config"]["lr"] == 0.05 and run["config"]["features"] == 16
@@ -150,6 +151,7 @@ def test_wandb_keeps_validation_step_values(tmp_path: Path) -> None:
     train, val = tiny_loaders(n=64)
     Trainer(max_epochs=2, logger=logger, log_every_n_steps=1, default_root_dir=tmp_path, enable_progress_bar=False,
             enable_model_summary=False, num_sanity_val_steps=0).fit(StepLogged(), train, val)
+    logger.finish()
     run = wandb_run(tmp_path, logger.version)
     assert run["history"][4]["val_batch"] == 0.0  # the first validation's last batch (its 1 batch of 16), at step 4
     assert run["history"][8]["val_batch"] == 10.0
@@ -166,6 +168,7 @@ def test_wandb_resume_continues_the_same_run(tmp_path: Path) -> None:
     ckpt = tmp_path / "proj" / first.version / "checkpoints" / "last.ckpt"
     _fit(tmp_path, again, callbacks=[Crash(at=-1)], max_epochs=3, ckpt_path=str(ckpt))
     assert again.version == first.version
+    again.finish()
     run = wandb_run(tmp_path, first.version)
     assert run["attempts"] == 2 and run["ids"] == {first.version}
     assert max(run["history"]) == 12 and {4, 5, 6, 12} <= set(run["history"])

@@ -292,6 +292,14 @@ class Strategy(ABC):
     def reduce(self, tensor: torch.Tensor, op: ReduceOp = "mean") -> torch.Tensor:
         """Reduce ``tensor`` over all ranks; every rank receives the result."""
 
+    def reduce_data_parallel(self, tensor: torch.Tensor, op: ReduceOp = "mean") -> torch.Tensor:
+        """Reduce ``tensor`` over the ranks that see different data: what a logged metric (``sync_dist``) needs.
+
+        Every rank by default. A strategy whose ranks of one model replica share their batch (tensor parallelism)
+        reduces over its data-parallel ranks only, so a summed count is not counted once per model shard.
+        """
+        return self.reduce(tensor, op)
+
     @abstractmethod
     def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
         """Gather ``tensor`` from all ranks, stacked along a new first dimension of size ``world_size``."""

@@ -263,6 +263,7 @@ class Trainer(LightningAttributes):
         self._wrapped_optimizers: list[StrategyOptimizer] = []
         self.lr_scheduler_configs: list[SchedulerConfig] = []
         self._schedulers_resumed = False
+        self._step_log_due: int | None = None  # the logged step of a row the loggers get after the batch's end hooks
         self._loaders: dict[str, Any] = {}
         self._train_loader: Any = None  # what the fit loop iterates (its sampler made resumable)
         self._eval_loaders: list[Any] = []  # the current evaluation stage's loaders, as its loop runs them
@@ -611,10 +612,12 @@ class Trainer(LightningAttributes):
             logger._version = self.strategy.broadcast(logger.version)
         if self.is_global_zero:
             self._new_log_dirs = new_log_dirs(self.loggers)
-        if self.state == "fit" and self.is_global_zero:
+        if self.is_global_zero:  # as Lightning, at the start of every stage (a test-only run has them too)
             params = {**loggable_hparams(self.module), **loggable_hparams(self.datamodule)}
-            for logger in self.loggers if params else ():
-                logger.log_hyperparams(params)
+            for logger in self.loggers:
+                if params:
+                    logger.log_hyperparams(params)
+                logger.log_graph(self.module)  # only a logger asked to (TensorBoardLogger(log_graph=True)) draws it
 
     def _run_stage(self, stage: Stage) -> Any:
         self._metrics.new_results()  # as in Lightning: after test() they are the test's results
@@ -698,10 +701,19 @@ class Trainer(LightningAttributes):
             self._step_schedulers("step")
         count = self.global_step if log_count is None else log_count
         if self.loggers and count % self.log_every_n_steps == 0:
-            metrics = self._metrics.step_metrics_for_logger()
-            if metrics and self.is_global_zero:
-                for logger in self.loggers:
-                    logger.log_metrics({"epoch": float(self.current_epoch), **metrics}, count)
+            self._step_log_due = count
+
+    def _write_step_logs(self) -> None:
+        """Send the step's metrics to the loggers, after the batch's ``on_train_batch_end`` hooks (as Lightning):
+        a value those hooks log belongs to this step's row. Called by the fit loop when a row is due."""
+        count = self._step_log_due
+        self._step_log_due = None
+        if count is None:
+            return
+        metrics = self._metrics.step_metrics_for_logger()
+        if metrics and self.is_global_zero:
+            for logger in self.loggers:
+                logger.log_metrics({"epoch": float(self.current_epoch), **metrics}, count)
 
     def _step_schedulers(self, interval: Literal["epoch", "step"]) -> None:
         if self._schedulers_resumed:
@@ -734,13 +746,11 @@ class Trainer(LightningAttributes):
             else:
                 step_scheduler(self.module, config.scheduler, None)
 
-    def _log_epoch_metrics(self, *, log: bool = True) -> dict[str, float]:
-        values = self._metrics.end_epoch()
-        self._write_logs(values, log)
-        return values
-
-    def _flush_epoch_end_logs(self, *, log: bool = True) -> dict[str, float]:
-        values = self._metrics.take_pending()
+    def _epoch_end_logs(self, values: dict[str, float], *, log: bool = True) -> dict[str, float]:
+        """After an epoch's end hooks: its aggregated ``values`` (``MetricStore.end_epoch``, taken before the hooks
+        so that they see them in ``callback_metrics``) and what those hooks logged, to the loggers as one row, as
+        Lightning writes them."""
+        values = {**values, **self._metrics.take_pending()}
         self._write_logs(values, log)
         return values
 

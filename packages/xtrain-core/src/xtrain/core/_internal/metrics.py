@@ -215,6 +215,11 @@ class MetricStore:
         else:
             value = torch.tensor(float(value), dtype=torch.float32)
         if self._in_epoch_end:
+            if on_step or on_epoch is False:  # as Lightning: an epoch-end hook's value is the epoch's
+                raise ConfigError("on_step" if on_step else "on_epoch", on_step if on_step else on_epoch,
+                                  f"self.log({name!r}, ...) in an epoch-end hook (on_train_epoch_end, "
+                                  "on_validation_epoch_end, ...) logs the epoch's value, not a step's.",
+                                  fix="leave on_step and on_epoch out there (or log it from the step instead).")
             value = self._reduce(value, reduce_fx) if sync_dist else value
             self._callback_metrics[name] = value
             if logger:
@@ -263,7 +268,8 @@ class MetricStore:
     def _reduce(self, value: torch.Tensor, reduce_fx: str) -> torch.Tensor:
         if self.strategy is None or self.strategy.world_size == 1:
             return value
-        return self.strategy.reduce(value.to(self.strategy.root_device), op=reduce_fx)  # type: ignore[arg-type]
+        return self.strategy.reduce_data_parallel(value.to(self.strategy.root_device),
+                                                  op=reduce_fx)  # type: ignore[arg-type]
 
     def step_metrics_for_logger(self) -> dict[str, float]:
         """The latest step values that go to loggers, as floats (the only place they are synchronized)."""
@@ -308,12 +314,12 @@ class MetricStore:
             if acc.sync_dist and self.strategy is not None and self.strategy.world_size > 1:
                 device = self.strategy.root_device
                 if acc.reduce_fx == "mean":
-                    both = self.strategy.reduce(torch.stack([total.float(), torch.tensor(acc.weight)]).to(device),
-                                                op="sum")
+                    pair = torch.stack([total.float(), torch.tensor(acc.weight)]).to(device)
+                    both = self.strategy.reduce_data_parallel(pair, op="sum")
                     total, weight = both[0], float(both[1].item())
                     value = total / weight
                 else:
-                    value = self.strategy.reduce(total.to(device), op=acc.reduce_fx)  # type: ignore[arg-type]
+                    value = self.strategy.reduce_data_parallel(total.to(device), op=acc.reduce_fx)  # type: ignore[arg-type]
             else:
                 value = total / acc.weight if acc.reduce_fx == "mean" else total
             self._callback_metrics[name] = value

@@ -20,9 +20,9 @@ def new_log_dirs(loggers: Iterable[Logger]) -> list[Path]:
     """The highest directory on each logger's ``log_dir`` path (below ``save_dir``) that does not exist yet."""
     found = []
     for logger in loggers:
-        log_dir = logger.log_dir
+        log_dir = Path(logger.log_dir)
         missing = [p for p in (log_dir.parent, log_dir) if not p.exists()]
-        if missing and logger.save_dir in log_dir.parents:
+        if missing and Path(logger.save_dir) in log_dir.parents:
             found.append(missing[0])
     return found
 

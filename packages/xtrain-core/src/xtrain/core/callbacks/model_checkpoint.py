@@ -187,7 +187,7 @@ class ModelCheckpoint(Callback):
         if self._dirpath is not None:
             return self._dirpath
         if trainer.loggers:
-            return trainer.loggers[0].log_dir / "checkpoints"
+            return Path(trainer.loggers[0].run_dir, "checkpoints")
         return Path(trainer.default_root_dir) / "checkpoints"
 
     def last_checkpoint_candidates(self, trainer: Trainer) -> list[Path]:
@@ -196,7 +196,7 @@ class ModelCheckpoint(Callback):
             dirs = [self._dirpath]
         elif trainer.loggers:
             logger = trainer.loggers[0]
-            dirs = sorted((logger.save_dir / logger.name).glob("*/checkpoints"))
+            dirs = sorted(Path(logger.root_dir).glob("*/checkpoints"))
         else:
             dirs = [Path(trainer.default_root_dir) / "checkpoints"]
         lasts = [p for d in dirs for p in d.glob(f"{self.LAST_NAME}*{self.FILE_EXTENSION}")]

@@ -5,12 +5,60 @@ from __future__ import annotations
 import os
 import re
 from abc import ABC, abstractmethod
-from pathlib import Path
-from typing import Any
+from collections.abc import Mapping
+from pathlib import Path, PurePath
+from typing import Any, TypeVar
 
-__all__ = ["Logger", "next_version"]
+__all__ = ["Logger", "PathStr", "add_prefix", "next_version"]
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9._-]+")
+_V = TypeVar("_V")
+
+
+class PathStr(str):
+    """A directory path that is a ``str`` and still answers what ``pathlib.Path`` answers.
+
+    Lightning's loggers return ``log_dir``/``save_dir`` as ``str`` and scripts write ``logger.log_dir + "/x"`` or
+    ``os.path.join(logger.log_dir, ...)``; xtrain 1.x returned a ``Path`` and its users (and some of xtrain's own
+    callers) write ``logger.log_dir / "x"`` or ``logger.log_dir.glob(...)``. This value serves both: string
+    operations (``+``, ``replace``, ``split``, ``==`` with a ``str``) are ``str``'s, ``/`` gives a ``Path``, any
+    other ``Path`` attribute is ``Path(self)``'s, and it equals the ``Path`` of the same location.
+    """
+
+    __slots__ = ()
+
+    def __truediv__(self, other: str | os.PathLike[str]) -> Path:
+        return Path(self) / other
+
+    def __fspath__(self) -> str:
+        return str.__str__(self)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # pickle, copy and friends probe dunders: they are str's business
+            raise AttributeError(name)
+        return getattr(Path(self), name)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PurePath):
+            return Path(self) == other
+        return str.__eq__(self, other) is True
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = str.__hash__
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as a plain ``str``: a checkpoint (``weights_only`` loading) or another process needs no xtrain
+        class to read it."""
+        return (str, (str.__str__(self),))
+
+
+def add_prefix(metrics: Mapping[str, _V], prefix: str, separator: str = "-") -> dict[str, _V]:
+    """``metrics`` with ``prefix + separator`` before every key (as Lightning's loggers' ``prefix`` argument)."""
+    if not prefix:
+        return dict(metrics)
+    return {f"{prefix}{separator}{key}": value for key, value in metrics.items()}
 
 
 def next_version(root: Path) -> int:
@@ -32,7 +80,13 @@ class Logger(ABC):
         save_dir: Root directory of all runs.
         name: Experiment name, a sub-directory of ``save_dir``.
         version: A fixed version (an int becomes ``version_N``, a str is used as the directory name).
+
+    ``save_dir``, ``root_dir`` and ``log_dir`` are :class:`PathStr` values: ``str`` as in Lightning, with ``Path``'s
+    operators kept for xtrain 1.x code.
     """
+
+    LOGGER_JOIN_CHAR = "-"
+    _prefix: str = ""
 
     def __init__(self, save_dir: str | os.PathLike[str] = ".", name: str = "xtrain_logs",
                  version: int | str | None = None) -> None:  # positional, as Lightning's: Logger("logs", "exp")
@@ -46,8 +100,14 @@ class Logger(ABC):
         return self._name
 
     @property
-    def save_dir(self) -> Path:
-        return self._save_dir
+    def save_dir(self) -> PathStr:
+        """The root directory of all runs."""
+        return PathStr(self._save_dir)
+
+    @property
+    def root_dir(self) -> PathStr:
+        """``save_dir/name``: the parent of every version directory of this experiment."""
+        return PathStr(self._save_dir / self._name)
 
     @property
     def version(self) -> int | str:
@@ -56,10 +116,23 @@ class Logger(ABC):
         return self._version
 
     @property
-    def log_dir(self) -> Path:
-        """``save_dir/name/version_N``: where this run's logs (and by default its checkpoints) go."""
+    def log_dir(self) -> PathStr:
+        """``save_dir/name/version_N``: where this run's logs go (see :attr:`run_dir`)."""
+        return PathStr(self._version_dir())
+
+    @property
+    def run_dir(self) -> PathStr:
+        """This run's directory, where checkpoints go by default: :attr:`log_dir`, or its parent for a logger that
+        writes into a sub-directory of the run (``TensorBoardLogger(sub_dir=...)``), as in Lightning."""
+        return PathStr(self._version_dir())
+
+    def _version_dir(self) -> Path:
         version = self.version
         return self._save_dir / self._name / (version if isinstance(version, str) else f"version_{version}")
+
+    def _add_prefix(self, metrics: Mapping[str, _V]) -> dict[str, _V]:
+        """The keys as this logger stores them: ``prefix-key`` when the logger was given a ``prefix``."""
+        return add_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR)
 
     def name_run(self, name: str) -> None:
         """Use ``name`` as this run's version (its directory) unless a version was given.
@@ -76,6 +149,9 @@ class Logger(ABC):
 
     def log_hyperparams(self, params: dict[str, Any]) -> None:
         """Record the run's hyperparameters."""
+
+    def log_graph(self, model: Any, input_array: Any = None) -> None:
+        """Record the model's computational graph (loggers that can draw one override this; the rest ignore it)."""
 
     def save(self) -> None:
         """Flush what is buffered to disk."""

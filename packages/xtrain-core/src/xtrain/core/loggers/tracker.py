@@ -96,8 +96,9 @@ class TrackerLogger(Logger):
 
     @override
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        """Queue the values (under ``prefix-`` names when the logger has a ``prefix``)."""
         with self._lock:
-            self._pending.append((dict(metrics), step))
+            self._pending.append((self._add_prefix(metrics), step))
             queue, self._drain_queued = not self._drain_queued, True
         if queue:
             self._submit(self._drain)
@@ -138,13 +139,17 @@ class TrackerLogger(Logger):
         finally:
             self._urgent.clear()
 
-    @override
-    def finalize(self, status: str) -> None:
+    def _upload_kept(self) -> None:
+        """Queue the uploads ``log_model=True`` kept for the end of the run (the checkpoints that still exist)."""
         if self._log_model is True:
             for path in map(Path, self._saved):
                 if path.exists():
                     self._submit(self._upload, path)
             self._saved.clear()
+
+    @override
+    def finalize(self, status: str) -> None:
+        self._upload_kept()
         if self._opened:
             self._writer.submit(self._close, _STATUS.get(status, "failed"))
             self._opened = False

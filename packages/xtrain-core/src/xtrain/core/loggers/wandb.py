@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
 import secrets
+import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from typing_extensions import override
 
@@ -38,6 +40,11 @@ class WandbLogger(TrackerLogger):
     attempt logged after its last checkpoint stay, and the resumed attempt's repeats of those steps are dropped by
     W&B.
 
+    As in Lightning, one logger is one W&B run for all the stages it logs (``fit`` then ``test`` is one run, its
+    config, history and summary together): a stage that ends successfully sends everything and leaves the run
+    open; the run ends when :meth:`finish` is called, when a stage fails or is interrupted (then with exit code 1,
+    so a resumed attempt starts cleanly), or when the interpreter exits.
+
     Args:
         save_dir: Where W&B's local files go (``save_dir/wandb``) and, by default, the checkpoints
             (``save_dir/project/<run id>/checkpoints``).
@@ -45,26 +52,36 @@ class WandbLogger(TrackerLogger):
         name: The run's display name (default: chosen by W&B).
         version: The run id (default: a new random id).
         offline: Write locally only; upload later with ``wandb sync``.
-        log_model: Upload checkpoints as ``model`` artifacts: ``True`` when the run ends, ``"all"`` as saved.
+        log_model: Upload checkpoints as ``model`` artifacts: ``True`` at the end of each successful stage,
+            ``"all"`` as saved.
+        prefix: Put ``prefix-`` before every metric name, as Lightning's ``prefix``.
+        checkpoint_name: The name of the model artifact ``log_model`` uploads (default: ``model-<run id>``).
         entity: The W&B team or user.
         group: Group related runs (e.g. the runs of a sweep).
         tags: Tags of the run.
         init_kwargs: Anything else for ``wandb.init``.
+        **kwargs: Passed to ``wandb.init`` too (``job_type``, ``notes``, ``mode``, ``config``, ...), as Lightning's
+            ``WandbLogger`` does; ``id`` is taken as ``version``.
     """
 
     def __init__(self, save_dir: str | os.PathLike[str] = ".", *, project: str = "xtrain_logs", name: str | None = None,
-                 version: str | None = None, offline: bool = False, log_model: LogModel = False,
-                 entity: str | None = None, group: str | None = None, tags: list[str] | None = None,
-                 init_kwargs: dict[str, Any] | None = None) -> None:
+                 version: str | None = None, offline: bool = False, log_model: LogModel = False, prefix: str = "",
+                 checkpoint_name: str | None = None, entity: str | None = None, group: str | None = None,
+                 tags: list[str] | None = None, init_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if importlib.util.find_spec("wandb") is None:
             raise ConfigError("logger", "WandbLogger", "needs the wandb package.",
                               fix='pip install "xtrain-core[wandb]"')
-        super().__init__(save_dir, name=project, version=version, log_model=log_model)
+        given_id = kwargs.pop("id", None)
+        super().__init__(save_dir, name=project, version=version or given_id, log_model=log_model)
         self._run_name = name
         self._offline = offline
-        self._init_kwargs = {"entity": entity, "group": group, "tags": tags, **(init_kwargs or {})}
+        self._prefix = prefix
+        self._checkpoint_name = checkpoint_name
+        self._init_kwargs = {"entity": entity, "group": group, "tags": tags, **(init_kwargs or {}), **kwargs}
         self._run: Run | None = None
         self._top_step = -1  # the highest step this process logged
+        self._end_status = "success"  # how the open run ends at exit: the last stage's status
+        self._exit_hook: Any = None
 
     @property
     @override
@@ -82,13 +99,49 @@ class WandbLogger(TrackerLogger):
         assert self._run is not None
         return self._run
 
+    def watch(self, model: Any, log: Literal["gradients", "parameters", "all"] | None = "gradients",
+              log_freq: int = 100, log_graph: bool = True) -> None:
+        """Have W&B log ``model``'s gradients (``log="parameters"``/``"all"``: also its weights) every ``log_freq``
+        backward passes, and its graph, through ``wandb.Run.watch`` (starts the run if needed)."""
+        self.experiment.watch(model, log=log, log_freq=log_freq, log_graph=log_graph)
+
+    def unwatch(self, model: Any = None) -> None:
+        """Stop what :meth:`watch` started (for ``model``, or every watched model)."""
+        self.experiment.unwatch(model)
+
+    def finish(self, status: str = "success") -> None:
+        """End the W&B run now (stages end with the run left open; see the class). A later call starts a new
+        attempt of the same run id."""
+        self._end_status = status
+        super().finalize(status)
+        self._forget_exit_hook()
+
+    @override
+    def finalize(self, status: str) -> None:
+        """End of a stage: upload what ``log_model`` kept and send everything, leaving the run open for the next stage
+        (it ends at :meth:`finish` or at exit); a stage that failed or was interrupted ends the run."""
+        if status != "success" or not self._opened:
+            self.finish(status)
+            return
+        self._end_status = status
+        self._upload_kept()
+        self.save()
+        if self._exit_hook is None:
+            self._exit_hook = _exit_hook(self)
+            atexit.register(self._exit_hook)
+
+    def _forget_exit_hook(self) -> None:
+        if self._exit_hook is not None:
+            atexit.unregister(self._exit_hook)
+            self._exit_hook = None
+
     @override
     def _open(self) -> None:
         import wandb
 
+        init = {"mode": "offline" if self._offline else None, **self._init_kwargs}
         self._run = wandb.init(dir=str(self.save_dir), project=self.name, name=self._run_name, id=self.version,
-                               resume="allow", mode="offline" if self._offline else None, reinit="create_new",
-                               **self._init_kwargs)
+                               resume="allow", reinit="create_new", **init)
 
     @override
     def _write_metrics(self, rows: list[tuple[dict[str, float], int]]) -> None:
@@ -113,7 +166,8 @@ class WandbLogger(TrackerLogger):
         import wandb
 
         assert self._run is not None
-        artifact = wandb.Artifact(f"model-{self._run.id}", type="model", metadata={"file": path.name})
+        artifact = wandb.Artifact(self._checkpoint_name or f"model-{self._run.id}", type="model",
+                                  metadata={"file": path.name})
         if path.is_dir():
             artifact.add_dir(str(path), name=path.name)
         else:
@@ -127,4 +181,18 @@ class WandbLogger(TrackerLogger):
             self._run = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**super().__getstate__(), "_run": None}
+        return {**super().__getstate__(), "_run": None, "_exit_hook": None}
+
+
+def _exit_hook(logger: WandbLogger) -> Any:
+    """An ``atexit`` function that ends ``logger``'s open run (registered after ``wandb.init``, so it runs before
+    W&B's own exit handling), holding the logger only weakly."""
+    ref = weakref.ref(logger)
+
+    def end() -> None:
+        found = ref()
+        if found is not None and found._opened:
+            found._exit_hook = None
+            found.finish(found._end_status)
+
+    return end

@@ -71,10 +71,10 @@ def run_evaluation(trainer: Trainer, stage: EvalStage, loaders: list[Any], limit
                     for logger in trainer.loggers:
                         logger.log_metrics(step_values, log_step)
     trainer._metrics.dataloader_suffix = ""
-    results = trainer._log_epoch_metrics(log=stage != "sanity_check")
+    values = trainer._metrics.end_epoch()
     with trainer._metrics.epoch_end_logging():
         hooks.call(f"on_{prefix}_epoch_end")
-    results.update(trainer._flush_epoch_end_logs(log=stage != "sanity_check"))
+    results = trainer._epoch_end_logs(values, log=stage != "sanity_check")
     hooks.call(f"on_{prefix}_end")
     if was_training:
         leave_eval(module, prefix)

@@ -107,6 +107,7 @@ class FitLoop:
 
     def run(self) -> None:
         t = self.trainer
+        t._step_log_due = None  # a row an earlier fit left due when it raised
         if t.max_time is not None:
             self._deadline = time.monotonic() + t.max_time.total_seconds()
         PROGRESS.begin("train")
@@ -216,6 +217,8 @@ class FitLoop:
                 shown = _batch_end_outputs(output)
                 for fn in on_end:
                     fn(shown, batch, batch_idx - 1)
+            if t._step_log_due is not None:
+                t._write_step_logs()
             self._check_time()
             if t._val_due(batch_idx, last) or (not last and self._validates_before_stopping()):
                 t._run_validation()
@@ -320,10 +323,10 @@ class FitLoop:
         t = self.trainer
         p = t._progress
         self._nonfinite.flush()
-        t._log_epoch_metrics()
+        values = t._metrics.end_epoch()
         with t._metrics.epoch_end_logging():
             t._hooks.call("on_train_epoch_end")
-        t._flush_epoch_end_logs()
+        t._epoch_end_logs(values)
         if not completed:
             return
         if t.module.automatic_optimization:  # under manual optimization training_step steps its schedulers
