@@ -113,7 +113,7 @@ def test_elastic_torchrun_continues_with_one_worker_after_a_node_leaves(tmp_path
                            envs=[{}, {"HEAL_LEAVER": "1"}], timeout=300, cwd=tmp_path)
     host = result.processes[0].output
     assert result.returncodes[0] == 0, result.output
-    assert "resuming a checkpoint of 2 rank(s) with 1: keeping the per-rank batch" in host
+    assert "resuming a checkpoint of 2 data-parallel rank(s) with 1: keeping the per-rank batch" in host
     assert "the interrupted epoch continues exactly at batch 4" in host
     # 10 steps at 2 ranks (8 batches per epoch), then the rest of epoch 1 (12 of 16 batches) and epoch 2 at 1 rank.
     assert "finished at epoch 3 step 38" in host

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import torch
@@ -176,10 +176,48 @@ def test_world_size_policies(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert trainer.accumulate_grad_batches == 2
 
 
+def test_the_position_follows_data_parallel_ranks_not_processes(capsys: pytest.CaptureFixture[str]) -> None:
+    """A checkpoint of 4 processes as 2 tensor-parallel x 2 data-parallel ranks read 4 batches on each of 2
+    data-parallel ranks: one process continues at batch 8 (it continued at 16, skipping half an epoch), and a
+    run of 4 processes with tensor_parallel=4 (one data-parallel rank) into 4 data-parallel ranks at batch 1 (it
+    continued at 4, silently)."""
+    trainer = Trainer(accelerator="cpu", devices=1, logger=False)
+    trainer._progress.batches_in_epoch = 4
+    adapt_to_world_size(trainer, "keep_per_rank_batch", {"xtrain": {"world_size": 4, "data_parallel_size": 2}})
+    assert trainer._progress.batches_in_epoch == 8
+    assert "checkpoint of 2 data-parallel rank(s) with 1" in capsys.readouterr().out
+    trainer._progress.batches_in_epoch = 4
+    adapt_to_world_size(trainer, "keep_per_rank_batch", {"xtrain": {"world_size": 4, "data_parallel_size": 1}})
+    assert trainer._progress.batches_in_epoch == 4 and not capsys.readouterr().out  # same data-parallel size
+
+    class FourRanks:
+        accumulate_grad_batches = 1
+
+        class strategy:
+            distributed_sampler_kwargs: ClassVar[dict[str, int]] = {"num_replicas": 4, "rank": 0}
+
+        class _progress:
+            batches_in_epoch = 4
+
+    adapt_to_world_size(FourRanks(), "keep_per_rank_batch",  # type: ignore[arg-type]
+                        {"xtrain": {"world_size": 4, "data_parallel_size": 1}})
+    assert FourRanks._progress.batches_in_epoch == 1
+
+
+def test_a_checkpoint_records_its_data_parallel_size(tmp_path: Path) -> None:
+    trainer = fit(tmp_path, max_steps=1, run_name="dp")
+    trainer.save_checkpoint(tmp_path / "one.ckpt")
+    saved = torch.load(tmp_path / "one.ckpt", weights_only=True)
+    assert saved["xtrain"]["data_parallel_size"] == 1 and saved["global_batches"] == 1
+
+
 def test_a_global_batch_that_cannot_split_over_the_new_ranks_is_refused() -> None:
     class TwoRanks:  # a stand-in for a 2-rank Trainer: only what the policy reads
         world_size = 2
         accumulate_grad_batches = 1
+
+        class strategy:
+            distributed_sampler_kwargs: ClassVar[dict[str, int]] = {"num_replicas": 2, "rank": 0}
 
     with pytest.raises(ConfigError, match="cannot keep the global batch of 3"):
         adapt_to_world_size(TwoRanks(), "keep_global_batch",  # type: ignore[arg-type]

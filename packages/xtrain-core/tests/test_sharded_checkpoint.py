@@ -159,3 +159,19 @@ def test_consolidate_writes_a_plain_torch_file(tmp_path: Path, strategy: Strateg
     assert plain["xtrain"]["layout"] == "full" and plain["xtrain"]["strategy"] == "test"
     assert torch.equal(plain["state_dict"]["a.weight"], torch.full((3, 2), 4.0))
     assert plain["optimizer_states"][0]["param_groups"][0]["params"] == ["a.weight"]
+
+
+def test_load_from_checkpoint_of_a_directory_names_a_command_that_works(tmp_path: Path, strategy: Strategy) -> None:
+    """The suggested command wrote the file onto its own source (``x.ckpt`` -> ``x.ckpt``) and failed."""
+    import shlex
+
+    from xtrain.core.testing import TinyClassifier
+
+    ShardedSaver(strategy).save(_checkpoint(4.0), tmp_path / "epoch=1-step=16.ckpt")
+    with pytest.raises(CheckpointError, match="xtrain checkpoint consolidate") as caught:
+        TinyClassifier.load_from_checkpoint(tmp_path / "epoch=1-step=16.ckpt")
+    command = str(caught.value).split("Run: ")[1].split(", then")[0]
+    source, target = shlex.split(command)[3:]
+    assert source == str(tmp_path / "epoch=1-step=16.ckpt") and target == str(tmp_path / "epoch=1-step=16.full.ckpt")
+    consolidate(Path(source), Path(target))
+    assert torch.load(target, weights_only=True)["xtrain"]["layout"] == "full"

@@ -134,6 +134,11 @@ def test_code_without_a_file_cannot_be_re_executed(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", code], text=True, capture_output=True, timeout=120, cwd=tmp_path,
                           check=False)
     assert "did not come from a script or module" in proc.stdout and "ddp_spawn" in proc.stdout, proc.stdout
+    code = code.replace("strategy='ddp'", "strategy='model_parallel'")
+    proc = subprocess.run([sys.executable, "-c", code], text=True, capture_output=True, timeout=120, cwd=tmp_path,
+                          check=False)
+    # It named strategy='ddp' and offered ddp_spawn, which does not shard the model.
+    assert "strategy='model_parallel'" in proc.stdout and "ddp_spawn" not in proc.stdout, proc.stdout
 
 
 def test_mpirun_is_installed_or_the_mpi_test_says_why() -> None:

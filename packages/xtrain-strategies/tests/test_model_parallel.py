@@ -70,6 +70,31 @@ def test_invalid_options_are_config_errors(options: dict[str, Any]) -> None:
     assert "Fix:" in str(info.value)
 
 
+def test_the_fix_for_tensor_parallel_does_not_offer_auto_which_it_refuses() -> None:
+    with pytest.raises(ConfigError) as info:
+        ModelParallelStrategy(tensor_parallel="auto")  # type: ignore[arg-type]
+    fix = str(info.value).split("Fix:", 1)[1]
+    assert "auto" not in fix and "tensor_parallel=2" in fix
+
+
+@pytest.mark.parametrize(("world_size", "replicate", "tensor_parallel"),
+                         [(2, 2, 2), (4, 3, 1), (4, 1, 3), (3, 2, 2), (8, 2, 3), (6, 4, 4)])
+def test_the_sizes_suggested_for_a_mesh_that_does_not_divide_the_world_fit_it(world_size: int, replicate: int,
+                                                                               tensor_parallel: int) -> None:
+    import re
+
+    with pytest.raises(ConfigError) as info:
+        resolve_sizes(world_size=world_size, data_parallel_replicate=replicate, data_parallel_shard="auto",
+                      tensor_parallel=tensor_parallel, num_nodes=1)
+    fix = str(info.value).split("Fix:", 1)[1]
+    suggested = re.findall(r"data_parallel_replicate=(\d+) with tensor_parallel=(\d+)", fix)
+    assert suggested, fix
+    for r, t in suggested:  # every example works for this world (the old one, tensor_parallel=2, often did not)
+        sizes = resolve_sizes(world_size=world_size, data_parallel_replicate=int(r), data_parallel_shard="auto",
+                              tensor_parallel=int(t), num_nodes=1)
+        assert sizes.data_parallel_replicate * sizes.data_parallel_shard * sizes.tensor_parallel == world_size
+
+
 def test_precisions_it_cannot_honour_are_refused() -> None:
     if "16-mixed" not in PRECISIONS:
         pytest.skip("needs xtrain-precision")

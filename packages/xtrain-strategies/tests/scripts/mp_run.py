@@ -53,7 +53,7 @@ class Record(Callback):
     def __init__(self, out: Path) -> None:
         self.out = out
 
-    def on_train_end(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_fit_end(self, trainer: Trainer, module: TrainModule) -> None:  # also when a resumed run had no step left
         s = trainer.strategy
         params = full_params(module)
         shapes = {k: list(local(p.detach()).shape) for k, p in module.named_parameters()}

@@ -118,7 +118,8 @@ class FSDPStrategy(ParallelStrategy):
         if self._launcher is None and self._cluster_environment is not None and \
                 not self.environment.creates_processes_externally:
             self._launcher = SubprocessScriptLauncher(num_processes=len(self.parallel_devices),
-                                                      num_nodes=self.num_nodes, environment=self.environment)
+                                                      num_nodes=self.num_nodes, environment=self.environment,
+                                                      strategy=self.name)
         return self._launcher
 
     @override

@@ -19,17 +19,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import torch
 from torch import nn
 from typing_extensions import override
 
+from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.core.errors import ConfigError
-from xtrain.core.strategy import StepName, Strategy
+from xtrain.core.strategy import ReduceOp, StepName, Strategy
 from xtrain.strategies._internal import fsdp_setup
 from xtrain.strategies._internal.fsdp_setup import ModuleSelector
 from xtrain.strategies._internal.mesh import DIM_NAMES, MeshSizes, Size, check_size, materialize, resolve_sizes
+from xtrain.strategies._internal.tp_clip import clip_grad_norm_across_meshes
 from xtrain.strategies.fsdp import FSDPStrategy, StateDictType
 
 __all__ = ["ModelParallelStrategy", "hsdp"]
@@ -77,6 +79,7 @@ class ModelParallelStrategy(FSDPStrategy):
         self.compile = compile
         self.compile_kwargs = dict(compile_kwargs or {})
         self._sizes: MeshSizes | None = None
+        self._data_parallel_group: Any = None
 
     @property
     def mesh_sizes(self) -> MeshSizes:
@@ -113,7 +116,12 @@ class ModelParallelStrategy(FSDPStrategy):
     def _build_mesh(self) -> Any:
         from torch.distributed.device_mesh import init_device_mesh
 
-        return init_device_mesh(self.root_device.type, self.mesh_sizes.shape, mesh_dim_names=DIM_NAMES)
+        mesh = init_device_mesh(self.root_device.type, self.mesh_sizes.shape, mesh_dim_names=DIM_NAMES)
+        if self.mesh_sizes.tensor_parallel > 1:
+            # Built here, while every rank builds the mesh: creating a process group is itself collective, and a
+            # metric reduction (rank-dependent in when it first happens) is no place for it.
+            self._data_parallel_group = mesh[DIM_NAMES[:2]]._flatten("data_parallel").get_group()
+        return mesh
 
     @override
     def module_init_context(self) -> AbstractContextManager[Any]:
@@ -158,6 +166,42 @@ class ModelParallelStrategy(FSDPStrategy):
     @override
     def run_step(self, name: StepName, *args: Any, **kwargs: Any) -> Any:
         return Strategy.run_step(self, name, *args, **kwargs)
+
+    @override
+    def clip_gradients(self, optimizer: torch.optim.Optimizer, *, value: float,
+                       algorithm: Literal["norm", "value"] = "norm") -> torch.Tensor | None:
+        """Clip after unscaling, as the base does; by norm, the norm is taken per device mesh and combined.
+
+        ``clip_grad_norm_`` stacks the norms of all gradients, which fails when tensor-parallel parameters (on the
+        whole mesh) sit beside the others (on the data-parallel sub-mesh); clipping by value is element-wise and
+        needs nothing of the kind.
+        """
+        if algorithm == "value":
+            return super().clip_gradients(optimizer, value=value, algorithm=algorithm)
+        self.precision.unscale_gradients(optimizer)
+        params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        return clip_grad_norm_across_meshes(params, value, device=self.root_device)
+
+    @override
+    def reduce_data_parallel(self, tensor: torch.Tensor, op: ReduceOp = "mean") -> torch.Tensor:
+        """Reduce over the data-parallel ranks only (replicate x shard): the ranks of one tensor-parallel group
+        share their batch, so reducing over every rank would count a summed metric once per tensor-parallel rank."""
+        if self._data_parallel_group is None:  # no tensor parallelism: the data-parallel ranks are all of them
+            return self.reduce(tensor, op)
+        import torch.distributed as dist
+
+        ops = {"sum": dist.ReduceOp.SUM, "mean": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX,
+               "min": dist.ReduceOp.MIN}
+        if op not in ops:
+            raise ConfigError("op", op, "is not a reduction.", choices=list(ops), fix="pass op='mean'.")
+        result = self._on_device(tensor)
+        if op == "mean" and not result.is_floating_point():
+            result = result.float()
+        with PROGRESS.collective("all_reduce (over the data-parallel ranks)", result):  # named in a hang report
+            dist.all_reduce(result, op=ops[op], group=self._data_parallel_group)
+        if op == "mean":
+            result /= self.mesh_sizes.data_parallel
+        return result
 
     def __repr__(self) -> str:
         sizes = dict(zip(DIM_NAMES, self._sizes.shape if self._sizes else self._sizes_asked, strict=True))

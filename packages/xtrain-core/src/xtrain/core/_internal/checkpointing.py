@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xtrain.core._internal.hparams import checkpoint_hparams
-from xtrain.core._internal.manifest import FORMAT_VERSION, write_manifest
+from xtrain.core._internal.manifest import FORMAT_VERSION, data_parallel_size, write_manifest
 from xtrain.core._internal.rng import collect_rng_states
 from xtrain.core.errors import ConfigError
 
@@ -46,7 +46,8 @@ def build_checkpoint(trainer: Trainer, *, weights_only: bool = False) -> dict[st
         "state_dict": strategy.module_state_dict(),
         "epoch": trainer._progress.checkpoint_epoch(),
         "global_step": trainer.global_step,
-        "global_batches": trainer.world_size * trainer.accumulate_grad_batches,  # for on_world_size_change
+        # for on_world_size_change: the per-rank batches one optimizer step sees (data-parallel ranks x accumulation)
+        "global_batches": data_parallel_size(strategy) * trainer.accumulate_grad_batches,
         **checkpoint_hparams(module),
     }
     if trainer.datamodule is not None:

@@ -1,6 +1,7 @@
 """What a resume does when the checkpoint was written by a different number of ranks (an elastic restart).
 
-Weights, optimizer state and counters load across world sizes as they are. Two things depend on the world size:
+Weights, optimizer state and counters load across world sizes as they are. Two things depend on the number of
+data-parallel ranks (the world size, unless tensor-parallel ranks share their batches):
 
 * the global batch (per-rank batch times ranks times accumulation). ``"keep_per_rank_batch"`` (the default) keeps
   each rank's batch, so the global batch changes with the world size and the log says so; ``"keep_global_batch"``
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from xtrain.core._internal.manifest import data_parallel_size
 from xtrain.core.errors import ConfigError
 from xtrain.core.rank_zero import rank_zero_info
 
@@ -29,10 +31,14 @@ __all__ = ["adapt_to_world_size"]
 def adapt_to_world_size(trainer: Trainer, policy: str, checkpoint: dict[str, Any]) -> None:
     """Apply ``policy`` when the checkpoint names another world size than this run's.
 
-    ``checkpoint["global_batches"]`` (ranks x accumulation when it was written) keeps the global batch of the run
+    ``checkpoint["global_batches"]`` (data-parallel ranks x accumulation when it was written) keeps the global batch of the run
     across several restarts at different sizes.
     """
-    saved, now = checkpoint.get("xtrain", {}).get("world_size"), trainer.world_size
+    meta = checkpoint.get("xtrain", {})
+    # What matters is how many different batches a step saw: the data-parallel ranks (tensor-parallel ranks share
+    # theirs). Checkpoints written before the manifest recorded it name the world size.
+    saved = meta.get("data_parallel_size", meta.get("world_size"))
+    now = data_parallel_size(trainer.strategy)
     accumulate = trainer.accumulate_grad_batches
     target = checkpoint.get("global_batches")
     if not isinstance(saved, int) or saved < 1:
@@ -60,4 +66,5 @@ def adapt_to_world_size(trainer: Trainer, policy: str, checkpoint: dict[str, Any
         progress.batches_in_epoch = done * saved // now
         exact = "exactly" if (done * saved) % now == 0 else "approximately (some samples of it are seen again)"
         told += f"; the interrupted epoch continues {exact} at batch {progress.batches_in_epoch}"
-    rank_zero_info(f"resuming a checkpoint of {saved} rank(s) with {now}: {told}. The learning rate is unchanged.")
+    rank_zero_info(f"resuming a checkpoint of {saved} data-parallel rank(s) with {now}: {told}. The learning rate "
+                   "is unchanged.")

@@ -29,8 +29,10 @@ def read_for_loading(path: str | Path, map_location: Any) -> dict[str, Any]:
     """Read a single-file checkpoint safely; a sharded directory is refused with the command that consolidates it."""
     file = Path(path)
     if file.is_dir():
+        single = file.with_name(f"{file.stem if file.suffix == '.ckpt' else file.name}.full.ckpt")
         raise CheckpointError(f"checkpoint {str(file)!r} is a sharded checkpoint directory; load_from_checkpoint reads "
-                              f"one file. Run: xtrain checkpoint consolidate {file} {file.with_suffix('.ckpt')}")
+                              f"one file. Run: xtrain checkpoint consolidate '{file}' '{single}', then load "
+                              f"{str(single)!r}")
     if map_location is None and not torch.cuda.is_available():
         map_location = "cpu"
     return read_checkpoint_file(file, map_location=map_location)

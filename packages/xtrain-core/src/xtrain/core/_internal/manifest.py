@@ -19,7 +19,8 @@ from xtrain.core.errors import CheckpointError
 if TYPE_CHECKING:
     from xtrain.core.strategy import Strategy
 
-__all__ = ["FORMAT_VERSION", "LAYOUTS", "check_manifest", "distribution_of", "plugin_distributions", "write_manifest"]
+__all__ = ["FORMAT_VERSION", "LAYOUTS", "check_manifest", "data_parallel_size", "distribution_of", "plugin_distributions",
+           "write_manifest"]
 
 FORMAT_VERSION = 1
 LAYOUTS = ("full", "sharded")
@@ -28,6 +29,7 @@ _FIELDS: dict[str, tuple[type | tuple[type, ...], bool]] = {
     "format_version": (int, True), "strategy": (str, True), "world_size": (int, True), "layout": (str, True),
     "precision": (str, False), "versions": (dict, False), "distributions": (dict, False),
     "checksums": ((str, dict), False), "written_by": (str, False), "consolidated_from": (str, False),
+    "data_parallel_size": (int, False),
 }
 
 
@@ -78,11 +80,18 @@ def plugin_distributions(strategy: Strategy) -> dict[str, dict[str, str] | None]
     return {role: distribution_of(type(plugin).__module__) for role, plugin in plugins.items()}
 
 
+def data_parallel_size(strategy: Strategy) -> int:
+    """How many different batches one step of ``strategy`` sees: its sampler's replicas (tensor-parallel ranks
+    share theirs), or 1 when every process sees all the data."""
+    kwargs = strategy.distributed_sampler_kwargs
+    return int(kwargs["num_replicas"]) if kwargs else 1
+
+
 def write_manifest(strategy: Strategy, **extra: Any) -> dict[str, Any]:
     """The manifest of a checkpoint ``strategy`` is about to write."""
     return {
         "format_version": FORMAT_VERSION, "strategy": strategy.name, "world_size": strategy.world_size,
-        "layout": strategy.checkpoint_layout, "precision": strategy.precision.name, "versions": xtrain_versions(),
+        "data_parallel_size": data_parallel_size(strategy), "layout": strategy.checkpoint_layout, "precision": strategy.precision.name, "versions": xtrain_versions(),
         "distributions": plugin_distributions(strategy), "checksums": ALGORITHM if strategy.checkpoint_io.checksums
         else "none", **extra,
     }

@@ -123,7 +123,12 @@ class ThroughputMonitor(Callback):
         batches, samples, items = self._counts
         flops = (self.flops_per_batch or 0.0) * batches
         local = torch.tensor([float(samples), float(items), flops], dtype=torch.float64)
-        total = trainer.strategy.reduce(local, "sum").cpu().tolist() if trainer.world_size > 1 else local.tolist()
+        total = local.tolist()
+        if trainer.world_size > 1:
+            # Samples count once per data-parallel rank (tensor-parallel ranks share theirs); FLOPs on every rank.
+            total[:2] = trainer.strategy.reduce_data_parallel(local[:2], "sum").cpu().tolist()
+            if self.flops_per_batch:
+                total[2] = float(trainer.strategy.reduce(local[2:], "sum").item())
         self._total_samples += int(total[0])
         values = {
             "throughput/device/batches_per_sec": batches / elapsed,

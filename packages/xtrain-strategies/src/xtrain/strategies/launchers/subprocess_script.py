@@ -39,7 +39,7 @@ _SIGTERM_STOP = SIGTERMException.exit_code
 _CAUSE_WINDOW_S = 1.0
 
 
-def reexec_command() -> list[str]:
+def reexec_command(*, strategy: str = "ddp") -> list[str]:
     """The command that started this process, rebuilt so a child process runs the same thing.
 
     Handles ``python script.py``, ``python -m package`` and console scripts (which run as a file), and keeps
@@ -61,9 +61,10 @@ def reexec_command() -> list[str]:
         return [sys.executable, *options, "-m", spec.name.removesuffix(".__main__"), *argv[1:]]
     script = argv[0] if argv else ""
     if script in ("", "-", "-c") or not os.path.isfile(script):
-        raise ConfigError("strategy", "ddp", f"starts the other ranks by re-running this process's command, but the "
-                          f"code did not come from a script or module (sys.argv[0]={script!r}).",
-                          fix="put the code in a file and run `python file.py`, or use strategy='ddp_spawn'.")
+        spawn = ", or use strategy='ddp_spawn'" if strategy == "ddp" else ""
+        raise ConfigError("strategy", strategy, f"starts the other ranks by re-running this process's command, but "
+                          f"the code did not come from a script or module (sys.argv[0]={script!r}).",
+                          fix=f"put the code in a file and run `python file.py`{spawn}.")
     return [sys.executable, *options, os.path.abspath(script), *argv[1:]]
 
 
@@ -74,16 +75,19 @@ class SubprocessScriptLauncher(Launcher):
         num_processes: Processes on this node (one per device).
         num_nodes: Number of nodes.
         environment: Where the node rank and the rendezvous address come from.
+        strategy: The name of the strategy that launches (for its messages).
     """
 
     interactive_compatible: ClassVar[bool] = False
     runs_in_caller: ClassVar[bool] = True
     supports_restarts: ClassVar[bool] = True
 
-    def __init__(self, *, num_processes: int, num_nodes: int, environment: ClusterEnvironment) -> None:
+    def __init__(self, *, num_processes: int, num_nodes: int, environment: ClusterEnvironment,
+                 strategy: str = "ddp") -> None:
         self.num_processes = num_processes
         self.num_nodes = num_nodes
         self.environment = environment
+        self.strategy_name = strategy
         self.procs: list[subprocess.Popen[bytes]] = []
         self.launched = False
         self._caller_failed = False
@@ -92,7 +96,7 @@ class SubprocessScriptLauncher(Launcher):
     @override
     def check(self) -> None:
         if self.num_processes > 1 and not self.environment.creates_processes_externally:
-            reexec_command()
+            reexec_command(strategy=self.strategy_name)
 
     @override
     def launch(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -128,7 +132,7 @@ class SubprocessScriptLauncher(Launcher):
                      "LOCAL_WORLD_SIZE": str(self.num_processes), "XTRAIN_LAUNCHER_PID": str(os.getpid())}
         os.environ.update(variables)
         if self.num_processes > 1:
-            command = reexec_command()
+            command = reexec_command(strategy=self.strategy_name)
             preexec = preexec_die_with_parent()
             for local_rank in range(1, self.num_processes):
                 child_env = {**os.environ, **self._child_environment(local_rank)}
@@ -156,7 +160,8 @@ class SubprocessScriptLauncher(Launcher):
         base = {**os.environ, "MASTER_ADDR": env.main_address, "MASTER_PORT": str(env.main_port),
                 "NODE_RANK": str(node_rank), "WORLD_SIZE": str(self.num_processes * self.num_nodes),
                 "LOCAL_WORLD_SIZE": str(self.num_processes), "XTRAIN_LAUNCHER_PID": str(os.getpid())}
-        supervise(command=reexec_command(), num_processes=self.num_processes, max_restarts=self.max_restarts,
+        supervise(command=reexec_command(strategy=self.strategy_name), num_processes=self.num_processes,
+                  max_restarts=self.max_restarts,
                   base_env=base, child_env=self._child_environment,
                   global_rank=lambda local: self._global_rank(node_rank, local), new_port=find_free_port)
 
