@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import struct
 import subprocess
 import sys
 import textwrap
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 import torch
 
+from test_trackers import wandb_records
 from xtrain.core import CSVLogger, Trainer
 from xtrain.core.testing import TinyClassifier, tiny_loaders
 
@@ -192,31 +192,10 @@ def offline_wandb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def _wandb_records(run_file: Path) -> list[Any]:
-    """The ``Record`` messages of a ``.wandb`` file (a 7-byte header, then 32 KiB blocks of chunks each with a
-    ``crc32 u32, length u16, type u8`` header: 1 full, 2 first, 3 middle, 4 last), as test_trackers.py reads them."""
-    from wandb.proto import wandb_internal_pb2 as pb
-
-    raw = run_file.read_bytes()
-    block, pos, pending, out = 32768, 7, b"", []
-    while pos + 7 <= len(raw):
-        if block - pos % block < 7:
-            pos += block - pos % block
-            continue
-        _, length, kind = struct.unpack("<IHB", raw[pos:pos + 7])
-        data, pos = raw[pos + 7:pos + 7 + length], pos + 7 + length
-        pending = data if kind in (1, 2) else pending + data
-        if kind in (1, 4):
-            record = pb.Record()
-            record.ParseFromString(pending)
-            out.append(record)
-    return out
-
-
 def _finished_records(run_file: Path) -> list[Any]:
     deadline = time.monotonic() + 60
     while True:  # finish() returns before W&B's service process has written the exit record
-        records = _wandb_records(run_file)
+        records = wandb_records(run_file)
         if any(r.WhichOneof("record_type") == "exit" for r in records):
             return records
         assert time.monotonic() < deadline, "the W&B run file never got its exit record"
