@@ -45,9 +45,9 @@ if TYPE_CHECKING:
 __all__ = [
     "Accelerator", "CSVLogger", "Callback", "CheckpointError", "CheckpointIO", "ClusterEnvironment", "ConfigError",
     "DataModule", "EarlyStopping", "Engine", "Launcher", "LearningRateMonitor", "Logger", "ModelCheckpoint",
-    "ModelSummary",
-    "ParallelStrategy", "Precision", "ProgressBar", "RankFailedError", "RichProgressBar", "SIGTERMException", "Strategy", "TensorBoardLogger", "TrainModule",
-    "Trainer", "XtrainDeprecationWarning", "__version__", "seed_everything",
+    "ModelSummary", "ParallelStrategy", "Precision", "ProgressBar", "RankFailedError", "RichProgressBar",
+    "SIGTERMException", "Strategy", "TensorBoardLogger", "TrainModule", "Trainer", "XtrainDeprecationWarning",
+    "__version__", "seed_everything",
 ]
 
 _WHERE = {

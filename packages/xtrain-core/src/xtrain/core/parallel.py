@@ -201,15 +201,21 @@ class ParallelStrategy(Strategy, ABC):
 
     @override
     def reduce(self, tensor: torch.Tensor, op: ReduceOp = "mean") -> torch.Tensor:
+        return self._reduce_in_group(tensor, op)
+
+    def _reduce_in_group(self, tensor: torch.Tensor, op: ReduceOp, *, group: Any = None,
+                         label: str = "all_reduce") -> torch.Tensor:
+        """:meth:`reduce` over the process group ``group`` (default: every rank), for strategies that reduce some
+        values over a sub-group; ``label`` names the collective in a hang report."""
         if op not in _OPS:
             raise ConfigError("op", op, "is not a reduction.", choices=list(_OPS), fix="pass op='mean'.")
         result = self._on_device(tensor)
         if op == "mean" and not result.is_floating_point():
             result = result.float()
-        with PROGRESS.collective("all_reduce", result):
-            dist.all_reduce(result, op=_OPS[op])
+        with PROGRESS.collective(label, result):
+            dist.all_reduce(result, op=_OPS[op], group=group)
         if op == "mean":
-            result /= self.world_size
+            result /= self.world_size if group is None else dist.get_world_size(group)
         return result
 
     @override

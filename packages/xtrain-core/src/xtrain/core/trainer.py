@@ -710,10 +710,7 @@ class Trainer(LightningAttributes):
         self._step_log_due = None
         if count is None:
             return
-        metrics = self._metrics.step_metrics_for_logger()
-        if metrics and self.is_global_zero:
-            for logger in self.loggers:
-                logger.log_metrics({"epoch": float(self.current_epoch), **metrics}, count)
+        self._write_logs(self._metrics.step_metrics_for_logger(), True, step=count)
 
     def _step_schedulers(self, interval: Literal["epoch", "step"]) -> None:
         if self._schedulers_resumed:
@@ -754,10 +751,12 @@ class Trainer(LightningAttributes):
         self._write_logs(values, log)
         return values
 
-    def _write_logs(self, values: dict[str, float], log: bool) -> None:
+    def _write_logs(self, values: dict[str, float], log: bool, *, step: int | None = None) -> None:
+        """One row of ``values`` (with the epoch) to every logger, at ``step`` (default ``global_step``)."""
         if log and values and self.is_global_zero:
+            step = self.global_step if step is None else step
             for logger in self.loggers:
-                logger.log_metrics({"epoch": float(self.current_epoch), **values}, self.global_step)
+                logger.log_metrics({"epoch": float(self.current_epoch), **values}, step)
 
     def _strategy_optimizers(self) -> list[StrategyOptimizer]:
         if [w.optimizer for w in self._wrapped_optimizers] != self.optimizers:

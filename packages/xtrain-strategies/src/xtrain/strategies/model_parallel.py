@@ -25,7 +25,6 @@ import torch
 from torch import nn
 from typing_extensions import override
 
-from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.core.errors import ConfigError
 from xtrain.core.strategy import ReduceOp, StepName, Strategy
 from xtrain.strategies._internal import fsdp_setup
@@ -188,20 +187,8 @@ class ModelParallelStrategy(FSDPStrategy):
         share their batch, so reducing over every rank would count a summed metric once per tensor-parallel rank."""
         if self._data_parallel_group is None:  # no tensor parallelism: the data-parallel ranks are all of them
             return self.reduce(tensor, op)
-        import torch.distributed as dist
-
-        ops = {"sum": dist.ReduceOp.SUM, "mean": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX,
-               "min": dist.ReduceOp.MIN}
-        if op not in ops:
-            raise ConfigError("op", op, "is not a reduction.", choices=list(ops), fix="pass op='mean'.")
-        result = self._on_device(tensor)
-        if op == "mean" and not result.is_floating_point():
-            result = result.float()
-        with PROGRESS.collective("all_reduce (over the data-parallel ranks)", result):  # named in a hang report
-            dist.all_reduce(result, op=ops[op], group=self._data_parallel_group)
-        if op == "mean":
-            result /= self.mesh_sizes.data_parallel
-        return result
+        return self._reduce_in_group(tensor, op, group=self._data_parallel_group,
+                                     label="all_reduce (over the data-parallel ranks)")
 
     def __repr__(self) -> str:
         sizes = dict(zip(DIM_NAMES, self._sizes.shape if self._sizes else self._sizes_asked, strict=True))

@@ -31,8 +31,8 @@ __all__ = ["adapt_to_world_size"]
 def adapt_to_world_size(trainer: Trainer, policy: str, checkpoint: dict[str, Any]) -> None:
     """Apply ``policy`` when the checkpoint names another world size than this run's.
 
-    ``checkpoint["global_batches"]`` (data-parallel ranks x accumulation when it was written) keeps the global batch of the run
-    across several restarts at different sizes.
+    ``checkpoint["global_batches"]`` (data-parallel ranks x accumulation when it was written) keeps the global batch
+    of the run across several restarts at different sizes.
     """
     meta = checkpoint.get("xtrain", {})
     # What matters is how many different batches a step saw: the data-parallel ranks (tensor-parallel ranks share

@@ -19,8 +19,8 @@ from xtrain.core.errors import CheckpointError
 if TYPE_CHECKING:
     from xtrain.core.strategy import Strategy
 
-__all__ = ["FORMAT_VERSION", "LAYOUTS", "check_manifest", "data_parallel_size", "distribution_of", "plugin_distributions",
-           "write_manifest"]
+__all__ = ["FORMAT_VERSION", "LAYOUTS", "check_manifest", "data_parallel_size", "distribution_of",
+           "plugin_distributions", "write_manifest"]
 
 FORMAT_VERSION = 1
 LAYOUTS = ("full", "sharded")
@@ -91,7 +91,8 @@ def write_manifest(strategy: Strategy, **extra: Any) -> dict[str, Any]:
     """The manifest of a checkpoint ``strategy`` is about to write."""
     return {
         "format_version": FORMAT_VERSION, "strategy": strategy.name, "world_size": strategy.world_size,
-        "data_parallel_size": data_parallel_size(strategy), "layout": strategy.checkpoint_layout, "precision": strategy.precision.name, "versions": xtrain_versions(),
+        "data_parallel_size": data_parallel_size(strategy), "layout": strategy.checkpoint_layout,
+        "precision": strategy.precision.name, "versions": xtrain_versions(),
         "distributions": plugin_distributions(strategy), "checksums": ALGORITHM if strategy.checkpoint_io.checksums
         else "none", **extra,
     }

@@ -319,7 +319,8 @@ class MetricStore:
                     total, weight = both[0], float(both[1].item())
                     value = total / weight
                 else:
-                    value = self.strategy.reduce_data_parallel(total.to(device), op=acc.reduce_fx)  # type: ignore[arg-type]
+                    value = self.strategy.reduce_data_parallel(total.to(device),
+                                                               op=acc.reduce_fx)  # type: ignore[arg-type]
             else:
                 value = total / acc.weight if acc.reduce_fx == "mean" else total
             self._callback_metrics[name] = value

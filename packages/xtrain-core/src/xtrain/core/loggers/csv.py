@@ -112,7 +112,6 @@ class CSVLogger(Logger):
         self._flush_every = flush_logs_every_n_steps
         self._next_flush: int | None = None  # the step at which the buffered rows are written
         self._buffer: list[dict[str, Any]] = []
-        self._hparams: dict[str, Any] = {}
         self._columns: list[str] | None = None
         self._rows = 0
         self._file: IO[str] | None = None
@@ -203,11 +202,10 @@ class CSVLogger(Logger):
         ``logger.log_hyperparams({"batch": 32})`` before ``fit`` is kept beside the module's hyperparameters that
         ``fit`` logs.
         """
-        from xtrain.core._internal.hparams_file import plain_hparams, write_hparams_yaml
+        from xtrain.core._internal.hparams_file import plain_hparams
 
-        self._hparams.update(params)
-        write_hparams_yaml(self.log_dir / "hparams.yaml", self._hparams)
-        (self.log_dir / "hparams.json").write_text(json.dumps(plain_hparams(self._hparams), indent=2))
+        merged = self._write_hparams_file(params)
+        (self.log_dir / "hparams.json").write_text(json.dumps(plain_hparams(merged), indent=2))
 
     @override
     def state_dict(self) -> dict[str, Any]:

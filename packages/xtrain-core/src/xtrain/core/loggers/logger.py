@@ -94,6 +94,7 @@ class Logger(ABC):
         self._name = name
         self._version = version
         self._version_given = version is not None
+        self._hparams: dict[str, Any] = {}  # what log_hyperparams recorded, for loggers that write hparams.yaml
 
     @property
     def name(self) -> str:
@@ -149,6 +150,16 @@ class Logger(ABC):
 
     def log_hyperparams(self, params: dict[str, Any]) -> None:
         """Record the run's hyperparameters."""
+
+    def _write_hparams_file(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Add ``params`` to the hyperparameters recorded so far (a value given again replaces the old one, as in
+        Lightning: values logged before ``fit`` stay beside the module's) and write them all to
+        ``log_dir/hparams.yaml`` (``load_from_checkpoint(hparams_file=...)`` reads it); returns them all."""
+        from xtrain.core._internal.hparams_file import write_hparams_yaml
+
+        self._hparams.update(params)
+        write_hparams_yaml(Path(self.log_dir) / "hparams.yaml", self._hparams)
+        return self._hparams
 
     def log_graph(self, model: Any, input_array: Any = None) -> None:
         """Record the model's computational graph (loggers that can draw one override this; the rest ignore it)."""

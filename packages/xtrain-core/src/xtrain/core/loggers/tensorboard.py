@@ -51,7 +51,6 @@ class TensorBoardLogger(Logger):
         self._default_hp_metric = default_hp_metric
         self._prefix = prefix
         self._sub_dir = None if sub_dir is None else os.fspath(sub_dir)
-        self._hparams: dict[str, Any] = {}
 
     @property
     def sub_dir(self) -> str | None:
@@ -102,10 +101,7 @@ class TensorBoardLogger(Logger):
         """
         from torch.utils.tensorboard.summary import hparams
 
-        from xtrain.core._internal.hparams_file import write_hparams_yaml
-
-        self._hparams.update(params)
-        write_hparams_yaml(self.log_dir / "hparams.yaml", self._hparams)
+        merged = self._write_hparams_file(params)
         if metrics is None:
             metrics = {"hp_metric": -1} if self._default_hp_metric else {}
         elif not isinstance(metrics, dict):
@@ -113,7 +109,7 @@ class TensorBoardLogger(Logger):
         if metrics:
             self.log_metrics(metrics, 0 if step is None else step)
         writer = self.experiment._get_file_writer()
-        for summary in hparams(_scalar_hparams(self._hparams), metrics):
+        for summary in hparams(_scalar_hparams(merged), metrics):
             writer.add_summary(summary, step)
 
     @override

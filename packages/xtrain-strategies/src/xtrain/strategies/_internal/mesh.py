@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -131,14 +131,10 @@ def materialize(module: nn.Module, device: torch.device) -> int:
         for name, t in [*module.named_parameters(), *module.named_buffers()]:
             if name in kept:
                 t.copy_(kept[name])
-        drawn_whole = [sub for _, sub in on_meta if _needs_whole_draw(sub)]
-        if not drawn_whole:
-            for _, sub in on_meta:
-                sub.reset_parameters()
-            return len(on_meta)
-        with _rank_zero_rng():
-            for _, sub in on_meta:
-                if any(sub is d for d in drawn_whole):
+        whole = [_needs_whole_draw(sub) for _, sub in on_meta]
+        with _rank_zero_rng() if any(whole) else nullcontext():
+            for (_, sub), draw_whole in zip(on_meta, whole, strict=True):
+                if draw_whole:
                     _reset_whole_then_shard(sub)
                 else:
                     sub.reset_parameters()
