@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import csv
 import os
 import pickle
 import random
@@ -405,5 +406,6 @@ def test_a_logger_version_given_to_the_resumed_run_leaves_the_earlier_run_untouc
     assert second.log_dir == str(tmp_path / "xtrain_logs" / "version_1")
     after = {p: p.read_bytes() for p in (tmp_path / "xtrain_logs" / "version_0").rglob("*") if p.is_file()}
     assert after == earlier, "the earlier run's logs and checkpoints are as it left them"
-    steps = [row.split(",")[0] for row in (tmp_path / "xtrain_logs" / "version_1" / "metrics.csv").read_text().split()]
-    assert steps[0] == "step" and int(steps[1]) == 5, steps  # continues the step count in its own file
+    with (tmp_path / "xtrain_logs" / "version_1" / "metrics.csv").open(newline="") as file:
+        steps = [int(row["step"]) for row in csv.DictReader(file)]
+    assert steps[0] == 5, steps  # continues the step count in its own file

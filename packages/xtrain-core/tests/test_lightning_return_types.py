@@ -190,7 +190,7 @@ def test_csv_logger_keeps_whole_metric_values_as_floats(tmp_path: Path) -> None:
     logger = CSVLogger(tmp_path, version=0)
     logger.log_metrics({"epoch": 1.0, "acc": 1.0, "lr": 0.5}, 3)
     logger.log_metrics({"epoch": 1.0, "acc": 0.0, "lr": 0.5}, 4)
-    assert logger.metrics_file.read_text().splitlines() == ["step,epoch,acc,lr", "3,1,1.0,0.5", "4,1,0.0,0.5"]
+    assert logger.metrics_file.read_text().splitlines() == ["acc,epoch,lr,step", "1.0,1,0.5,3", "0.0,1,0.5,4"]
 
 
 def test_csv_resume_keeps_the_rows_before_the_checkpoint_and_rewrites_old_float_epochs(tmp_path: Path) -> None:
@@ -203,8 +203,8 @@ def test_csv_resume_keeps_the_rows_before_the_checkpoint_and_rewrites_old_float_
     resumed.resume(state, step=2)
     resumed.log_metrics({"epoch": 1.0, "x": 30.0}, 3)
     resumed.log_metrics({"epoch": 1.0, "x": 40.0, "y": 2.0}, 4)
-    assert resumed.metrics_file.read_text().splitlines() == ["step,epoch,x,y", "1,0,1.0,", "2,0,2.0,", "3,1,30.0,",
-                                                             "4,1,40.0,2.0"]
+    assert resumed.metrics_file.read_text().splitlines() == ["epoch,step,x,y", "0,1,1.0,", "0,2,2.0,", "1,3,30.0,",
+                                                             "1,4,40.0,2.0"]
 
 
 def test_a_resumed_fit_continues_metrics_csv_with_integer_epochs(tmp_path: Path) -> None:

@@ -143,14 +143,14 @@ def test_csv_flush_logs_every_n_steps_buffers_rows_until_the_nth_step(tmp_path: 
         logger.log_metrics({"x": float(step)}, step)
     assert not Path(logger.metrics_file).exists(), "steps 0-2 are still buffered"
     logger.log_metrics({"x": 3.0}, 3)  # the 4th step: written, as Lightning's (step + 1) % n == 0
-    assert logger.metrics_file.read_text().splitlines() == ["step,p-x", "0,0.0", "1,1.0", "2,2.0", "3,3.0"]
+    assert logger.metrics_file.read_text().splitlines() == ["p-x,step", "0.0,0", "1.0,1", "2.0,2", "3.0,3"]
     logger.log_metrics({"x": 4.0}, 4)
     assert len(logger.metrics_file.read_text().splitlines()) == 5
     assert logger.state_dict()["rows"] == 5 and len(logger.metrics_file.read_text().splitlines()) == 6, \
         "a checkpoint's row count is what the file holds"
     logger.log_metrics({"x": 5.0}, 5)
     logger.finalize("success")
-    assert logger.metrics_file.read_text().splitlines()[-1] == "5,5.0"
+    assert logger.metrics_file.read_text().splitlines()[-1] == "5.0,5"
 
 
 def test_csv_experiment_is_a_writer_as_lightnings(tmp_path: Path) -> None:
@@ -162,7 +162,7 @@ def test_csv_experiment_is_a_writer_as_lightnings(tmp_path: Path) -> None:
     writer.log_hparams({"a": 1})
     writer.log_hparams({"b": 2})
     writer.save()
-    assert Path(writer.metrics_file_path).read_text().splitlines() == ["step,acc", "7,0.5"]
+    assert Path(writer.metrics_file_path).read_text().splitlines() == ["acc,step", "0.5,7"]
     assert _yaml(Path(logger.log_dir) / "hparams.yaml") == {"a": 1, "b": 2}
 
 
@@ -322,3 +322,33 @@ def test_mlflow_resume_from_last_continues_the_run_without_a_stray_one(tmp_path:
     assert len(client.search_runs([again.experiment_id])) == 1
     steps = sorted(m.step for m in client.get_metric_history(again.run_id, "train_loss"))  # type: ignore[arg-type]
     assert steps == list(range(1, 9))
+
+
+def test_wandb_rows_hold_trainer_global_step_as_the_x_axis(offline_wandb: Path) -> None:
+    """Lightning's WandbLogger writes ``trainer/global_step`` in every row and makes it every metric's step metric;
+    dashboards built on Lightning runs plot against it."""
+    from xtrain.core.loggers import WandbLogger
+
+    logger = WandbLogger(offline_wandb, project="proj")
+    _fit_and_test(logger, max_epochs=2)
+    logger.finish()
+    (run_dir,) = (offline_wandb / "wandb").glob("offline-run-*")
+    records = _finished_records(run_dir / f"run-{logger.version}.wandb")
+    rows = [{i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item} for r in records
+            if r.WhichOneof("record_type") == "history"]
+    train_rows = [row for row in rows if "train_loss" in row]
+    assert len(train_rows) == 8  # 4 steps an epoch, logged every step
+    assert [row["trainer/global_step"] for row in train_rows] == [row["_step"] for row in train_rows] == \
+        list(range(1, 9))
+    step_metric = {r.metric.glob_name or r.metric.name: r.metric.step_metric for r in records
+                   if r.WhichOneof("record_type") == "metric"}
+    assert step_metric.get("*") == "trainer/global_step", step_metric
+
+
+def test_csv_columns_are_in_alphabetical_order_as_lightnings(tmp_path: Path) -> None:
+    """Lightning's CSV writer sorts its columns (scripts written against its files may read them by position)."""
+    _fit_and_test(CSVLogger(tmp_path), max_epochs=2, test=True)
+    (metrics,) = tmp_path.rglob("metrics.csv")
+    header = metrics.read_text().splitlines()[0].split(",")
+    assert {"epoch", "step", "train_loss", "val_loss", "test_loss"} <= set(header)
+    assert header == sorted(header), header

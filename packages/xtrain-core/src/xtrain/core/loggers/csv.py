@@ -86,7 +86,8 @@ class CSVLogger(Logger):
 
     By default rows are appended as they come, each passed to the operating system at once (a crash of the process
     loses none); the file stays open between rows (opening it per row cost ~0.1 ms of the training thread) and is
-    rewritten only when a new metric name adds a column.
+    rewritten only when a new metric name adds a column. Columns are in alphabetical order, as Lightning writes
+    them.
 
     Args:
         save_dir: Root directory of all runs.
@@ -175,7 +176,7 @@ class CSVLogger(Logger):
         new = list(dict.fromkeys(k for row in rows for k in row if k not in self._columns))
         if new or (self._file is None and not self.metrics_file.is_file()):
             _, kept = self._read()
-            self._rewrite([*self._columns, *new], [*kept, *rows])
+            self._rewrite(sorted([*self._columns, *new]), [*kept, *rows])  # sorted, as Lightning's columns
             return
         if self._file is None or self._writer is None:
             self._file = self.metrics_file.open("a", newline="")

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 __all__ = ["WandbLogger"]
 
+_STEP_KEY = "trainer/global_step"
+
 
 def _plain(value: Any) -> Any:
     """A value W&B's config stores as is (numbers, strings, containers of them); anything else as its repr."""
@@ -36,7 +38,8 @@ class WandbLogger(TrackerLogger):
     """Logs a run to W&B: online, or offline into ``save_dir/wandb`` for ``wandb sync`` later.
 
     The run id is chosen when the logger is created (or given as ``version``) and stored in checkpoints, so a run
-    resumed with ``ckpt_path`` continues the same W&B run. W&B keeps a run's steps increasing: values a crashed
+    resumed with ``ckpt_path`` continues the same W&B run. Every row also holds ``trainer/global_step``, the
+    x-axis of every metric, as Lightning's ``WandbLogger`` logs it (not with ``sync_tensorboard``). W&B keeps a run's steps increasing: values a crashed
     attempt logged after its last checkpoint stay, and the resumed attempt's repeats of those steps are dropped by
     W&B.
 
@@ -142,11 +145,18 @@ class WandbLogger(TrackerLogger):
         init = {"mode": "offline" if self._offline else None, **self._init_kwargs}
         self._run = wandb.init(dir=str(self.save_dir), project=self.name, name=self._run_name, id=self.version,
                                resume="allow", reinit="create_new", **init)
+        if not self._init_kwargs.get("sync_tensorboard"):
+            # Lightning's x-axis: dashboards and reports built on its runs plot against trainer/global_step.
+            self._run.define_metric(_STEP_KEY)
+            self._run.define_metric("*", step_metric=_STEP_KEY, step_sync=True)
 
     @override
     def _write_metrics(self, rows: list[tuple[dict[str, float], int]]) -> None:
         assert self._run is not None
+        with_step = not self._init_kwargs.get("sync_tensorboard")
         for metrics, step in rows:
+            if with_step:
+                metrics = {**metrics, _STEP_KEY: step}
             if step < self._top_step:
                 # A validation/test batch's on_step values come on their own count of evaluation batches (as in
                 # Lightning), which runs behind the global step; W&B drops a row that goes back, so they go to
