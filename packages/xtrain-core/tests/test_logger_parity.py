@@ -352,3 +352,18 @@ def test_csv_columns_are_in_alphabetical_order_as_lightnings(tmp_path: Path) -> 
     header = metrics.read_text().splitlines()[0].split(",")
     assert {"epoch", "step", "train_loss", "val_loss", "test_loss"} <= set(header)
     assert header == sorted(header), header
+
+
+def test_tensorboard_logger_passes_summary_writer_keywords_as_lightnings(tmp_path: Path) -> None:
+    """Lightning's ``TensorBoardLogger(..., flush_secs=5, filename_suffix=".x")`` hands them to ``SummaryWriter``."""
+    pytest.importorskip("tensorboard")
+    from xtrain.core import ConfigError
+    from xtrain.core.loggers import TensorBoardLogger
+
+    logger = TensorBoardLogger(tmp_path, "exp", flush_secs=5, max_queue=3, filename_suffix=".run1")
+    logger.log_metrics({"x": 1.0}, 0)
+    logger.finalize("success")
+    (events,) = Path(logger.log_dir).glob("events.out.tfevents.*")
+    assert events.name.endswith(".run1")
+    with pytest.raises(ConfigError, match="flush_sec.*flush_secs"):
+        TensorBoardLogger(tmp_path, flush_sec=5)

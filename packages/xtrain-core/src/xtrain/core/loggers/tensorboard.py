@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 __all__ = ["TensorBoardLogger"]
 
+_WRITER_KWARGS = ("comment", "filename_suffix", "flush_secs", "max_queue")  # SummaryWriter's, less what we set
+
 
 def _scalar_hparams(params: dict[str, Any]) -> dict[str, Any]:
     return {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in params.items()}
@@ -38,11 +40,13 @@ class TensorBoardLogger(Logger):
             ``hp_metric`` to fill it in, or pass ``False`` for no placeholder.
         prefix: Put ``prefix-`` before every metric name, as Lightning's ``prefix``.
         sub_dir: Write into ``save_dir/name/version/sub_dir`` (e.g. ``"train"``/``"val"`` runs shown side by side).
+        **kwargs: Passed to ``SummaryWriter`` (``filename_suffix``, ``comment``...), as Lightning's logger does;
+            ``max_queue`` and ``flush_secs`` are taken and have no effect (every event is written as it is logged).
     """
 
     def __init__(self, save_dir: str | Path = ".", name: str = "xtrain_logs",
                  version: int | str | None = None, *, log_graph: bool = False, default_hp_metric: bool = True,
-                 prefix: str = "", sub_dir: str | os.PathLike[str] | None = None,
+                 prefix: str = "", sub_dir: str | os.PathLike[str] | None = None, **kwargs: Any,
                  ) -> None:  # positional, as Lightning's: Logger("logs", "exp")
         super().__init__(save_dir, name=name, version=version)
         self._writer: SummaryWriter | None = None
@@ -51,6 +55,12 @@ class TensorBoardLogger(Logger):
         self._default_hp_metric = default_hp_metric
         self._prefix = prefix
         self._sub_dir = None if sub_dir is None else os.fspath(sub_dir)
+        unknown = sorted(set(kwargs) - set(_WRITER_KWARGS))
+        if unknown:
+            raise ConfigError(unknown[0], kwargs[unknown[0]], "is not an argument of TensorBoardLogger nor of the "
+                              "SummaryWriter it passes extra keywords to.", choices=_WRITER_KWARGS,
+                              fix=f"remove {unknown[0]}=.")
+        self._writer_kwargs = kwargs
 
     @property
     def sub_dir(self) -> str | None:
@@ -75,7 +85,8 @@ class TensorBoardLogger(Logger):
             except ImportError:
                 raise ConfigError("logger", "TensorBoardLogger", "needs the tensorboard package.",
                                   fix="pip install tensorboard") from None
-            self._writer = SyncSummaryWriter(log_dir=str(self.log_dir), purge_step=self._purge_step)
+            self._writer = SyncSummaryWriter(log_dir=str(self.log_dir), purge_step=self._purge_step,
+                                             **self._writer_kwargs)
         return self._writer
 
     @override
