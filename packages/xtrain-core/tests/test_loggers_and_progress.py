@@ -306,6 +306,8 @@ def test_learning_rate_monitor_follows_each_schedulers_interval_and_name(tmp_pat
     assert monitor.lrs == {"fast": [0.5, 0.125, 0.03125, 0.0078125]}
     assert [int(r["step"]) for r in rows if r.get("fast")] == [2, 4, 6, 8]
     assert not [r for r in rows if r.get("lr-SGD")]
+    monitor, _ = run("step", "warmup-momentum")  # a name ending like a momentum key is still a rate
+    assert monitor.lrs == {"warmup-momentum": [0.5, 0.125, 0.03125, 0.0078125]}
     assert LearningRateMonitor(logging_interval=None).logging_interval is None
     with pytest.raises(ConfigError, match="logging_interval"):
         LearningRateMonitor(logging_interval="batch")  # type: ignore[arg-type]

@@ -86,26 +86,31 @@ class LearningRateMonitor(Callback):
     def values(self, trainer: Trainer, interval: Literal["step", "epoch", "any"] = "any") -> dict[str, float]:
         """The current learning rates (and momenta, weight decays), keyed as they are logged: for ``interval``
         ``"step"``/``"epoch"`` those of the schedulers stepped at that interval and of unscheduled optimizers."""
+        return self._values(trainer, interval)[0]
+
+    def _values(self, trainer: Trainer, interval: Literal["step", "epoch", "any"]) -> tuple[dict[str, float], list[str]]:
+        """:meth:`values`, and which of their keys are learning rates (a scheduler may be named ``x-momentum``)."""
         out: dict[str, float] = {}
+        rates: list[str] = []
         for name, optimizer, stepped in self._optimizers(trainer):
             if interval != "any" and stepped not in (None, interval):
                 continue
             betas = "betas" in getattr(optimizer, "defaults", {})
             for key, group in zip(self._group_names(name, optimizer), optimizer.param_groups, strict=True):
                 out[key] = float(group["lr"])
+                rates.append(key)
                 if self.log_momentum:
                     out[f"{key}-momentum"] = float(group["betas"][0] if betas else group.get("momentum", 0))
                 if self.log_weight_decay:
                     out[f"{key}-weight_decay"] = float(group.get("weight_decay", 0))
-        return out
+        return out, rates
 
     def _log(self, trainer: Trainer, step: int, interval: Literal["step", "epoch", "any"]) -> None:
-        values = self.values(trainer, interval)
+        values, rates = self._values(trainer, interval)
         if not values:
             return
-        for key, value in values.items():
-            if not key.endswith(("-momentum", "-weight_decay")):
-                self.lrs.setdefault(key, []).append(value)
+        for key in rates:
+            self.lrs.setdefault(key, []).append(values[key])
         # Every rank sees them in callback_metrics (as Lightning's monitor puts them there), e.g. for a filename.
         device = trainer.strategy.root_device
         trainer.callback_metrics.update({k: torch.tensor(v, device=device) for k, v in values.items()})
