@@ -27,7 +27,9 @@ def _module(trained: bool) -> TinyClassifier:
 def test_to_onnx_runs_in_onnxruntime_like_the_module(tmp_path: Path) -> None:
     module = _module(True)
     sample = torch.randn(5, 16)
-    path = module.to_onnx(tmp_path / "model.onnx", sample)
+    path = tmp_path / "sub" / "model.onnx"
+    program = module.to_onnx(path, sample)
+    assert type(program).__name__ == "ONNXProgram", "as Lightning's: torch.onnx.export's result is returned"
     assert module.training, "the module is back in training mode"
     onnx.checker.check_model(onnx.load(str(path)))
     session = onnxruntime.InferenceSession(str(path))
@@ -43,6 +45,27 @@ def test_to_onnx_runs_in_onnxruntime_like_the_module(tmp_path: Path) -> None:
 def test_to_onnx_needs_an_input_sample(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="input_sample"):
         _module(False).to_onnx(tmp_path / "model.onnx")
+
+
+def test_to_onnx_takes_a_file_object_or_no_file_as_lightnings() -> None:
+    """Lightning's ``file_path`` is optional and may be a ``BytesIO`` (a raw TypeError before)."""
+    import io
+
+    module, sample = _module(False), torch.randn(3, 16)
+    buffer = io.BytesIO()
+    module.to_onnx(buffer, sample)
+    onnx.checker.check_model(onnx.load_from_string(buffer.getvalue()))
+    program = module.to_onnx(None, sample)
+    assert program is not None and program.model_proto.graph.node
+    with pytest.raises(ConfigError, match="file_path=None: is needed by to_onnx\\(dynamo=False\\)"):
+        module.to_onnx(None, sample, dynamo=False)
+
+
+def test_to_torchscript_trace_without_input_names_example_inputs() -> None:
+    """The fix the message gives is the argument to_torchscript takes (it named to_onnx's input_sample)."""
+    with pytest.raises(ConfigError, match=r"example_inputs=None: .*Fix: pass module.to_torchscript\(\.\.\., "
+                                          r"example_inputs="):
+        _module(False).to_torchscript(method="trace")
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, Literal
 
 import torch
 from torch import nn
@@ -228,9 +228,10 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
     __jit_unused_properties__: ClassVar[list[str]]
     __jit_ignored_attributes__: ClassVar[list[str]]
 
-    def to_onnx(self, file_path: str | Path, input_sample: Any = None, **kwargs: Any) -> Path:
+    def to_onnx(self, file_path: str | Path | BinaryIO | None = None, input_sample: Any = None, **kwargs: Any) -> Any:
         """Export to ONNX through ``torch.export`` (``pip install "xtrain-core[onnx]"``), in eval mode; ``kwargs`` go
-        to ``torch.onnx.export``. ``input_sample`` defaults to ``self.example_input_array``. Returns the path."""
+        to ``torch.onnx.export``. ``input_sample`` defaults to ``self.example_input_array``. As Lightning's:
+        ``file_path`` may be a file object or ``None`` (nothing written), and the ``ONNXProgram`` is returned."""
         from xtrain.core._internal.export import to_onnx
 
         return to_onnx(self, file_path, input_sample, **kwargs)

@@ -7,10 +7,11 @@ exported in eval mode (dropout off, batch norm on its running statistics) and pu
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 import torch
 
@@ -46,11 +47,11 @@ def _exporting(module: TrainModule) -> Iterator[None]:
             module._trainer = None
 
 
-def _sample(module: TrainModule, input_sample: Any, method: str) -> tuple[Any, ...]:
+def _sample(module: TrainModule, input_sample: Any, method: str, argument: str = "input_sample") -> tuple[Any, ...]:
     sample = input_sample if input_sample is not None else getattr(module, "example_input_array", None)
     if sample is None:
-        raise ConfigError("input_sample", None, f"is needed by {method}: the module has no example_input_array.",
-                          fix=f"pass module.{method}(..., input_sample=torch.randn(1, ...)) or set "
+        raise ConfigError(argument, None, f"is needed by {method}: the module has no example_input_array.",
+                          fix=f"pass module.{method}(..., {argument}=torch.randn(1, ...)) or set "
                               "self.example_input_array.")
     return sample if isinstance(sample, tuple) else (sample,)
 
@@ -62,11 +63,14 @@ def export_program(module: TrainModule, input_sample: Any = None, **kwargs: Any)
         return torch.export.export(module, args, **kwargs)
 
 
-def to_onnx(module: TrainModule, file_path: str | Path, input_sample: Any = None, **kwargs: Any) -> Path:
-    """Write the module as an ONNX model with ``torch.onnx.export`` (its ``torch.export``-based exporter).
+def to_onnx(module: TrainModule, file_path: str | Path | BinaryIO | None = None, input_sample: Any = None,
+            **kwargs: Any) -> Any:
+    """Export the module as an ONNX model with ``torch.onnx.export`` (its ``torch.export``-based exporter).
 
-    Needs ``onnx`` and ``onnxscript``: ``pip install "xtrain-core[onnx]"`` (which also brings ``onnxruntime`` to run
-    the file). ``kwargs`` go to ``torch.onnx.export`` (``dynamic_shapes``, ``opset_version``, ``dynamo=False`` for the
+    As Lightning's: ``file_path`` is a path, a binary file object, or ``None`` (no file: use the returned program),
+    and the result is what ``torch.onnx.export`` returns, an ``ONNXProgram`` (``None`` with ``dynamo=False``). Needs
+    ``onnx`` and ``onnxscript``: ``pip install "xtrain-core[onnx]"`` (which also brings ``onnxruntime`` to run the
+    file). ``kwargs`` go to ``torch.onnx.export`` (``dynamic_shapes``, ``opset_version``, ``dynamo=False`` for the
     legacy TorchScript-based exporter...).
     """
     missing = [name for name in ("onnx", "onnxscript") if importlib.util.find_spec(name) is None]
@@ -74,14 +78,20 @@ def to_onnx(module: TrainModule, file_path: str | Path, input_sample: Any = None
         raise ConfigError("to_onnx", str(file_path), f"needs {' and '.join(missing)}, which is not installed.",
                           fix='pip install "xtrain-core[onnx]"')
     args = _sample(module, input_sample, "to_onnx")
-    path = Path(file_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    target: str | BinaryIO | None
+    if isinstance(file_path, (str, os.PathLike)):
+        Path(file_path).parent.mkdir(parents=True, exist_ok=True)
+        target = os.fspath(file_path)
+    else:
+        target = file_path
     kwargs.setdefault("dynamo", True)
     if kwargs["dynamo"]:
         kwargs.setdefault("verbose", False)
+    elif target is None:
+        raise ConfigError("file_path", None, "is needed by to_onnx(dynamo=False): the legacy exporter returns no "
+                          "program, only writes the file.", fix="pass a path or a file object, or leave dynamo=True.")
     with _exporting(module):
-        torch.onnx.export(module, args, str(path), **kwargs)
-    return path
+        return torch.onnx.export(module, args, target, **kwargs)
 
 
 def to_torchscript(module: TrainModule, file_path: str | Path | None = None,
@@ -96,7 +106,8 @@ def to_torchscript(module: TrainModule, file_path: str | Path | None = None,
         if method == "script":
             compiled = torch.jit.script(module, **kwargs)
         else:
-            compiled = torch.jit.trace(module, _sample(module, example_inputs, "to_torchscript"), **kwargs)
+            compiled = torch.jit.trace(module, _sample(module, example_inputs, "to_torchscript", "example_inputs"),
+                                       **kwargs)
     if file_path is not None:
         Path(file_path).parent.mkdir(parents=True, exist_ok=True)
         torch.jit.save(compiled, str(file_path))
