@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, TensorDataset
 
 from xtrain.core import Callback, CheckpointError, ConfigError, DataModule, Trainer, TrainModule
 from xtrain.core.testing import TinyClassifier, TinyData, tiny_dataset, tiny_loaders
@@ -1480,3 +1480,33 @@ def test_a_cli_subclass_customizes_the_parser_and_runs_around_the_stage(tmp_path
     assert calls == ["before_instantiate_classes(max_steps=2)", "before_fit(step=0)", "after_fit(step=2)"]
     made = [cb for cb in cli.trainer.callbacks if isinstance(cb, Milestones)]
     assert len(made) == 1 and list(made[0].milestones) == [1, 3] and made[0].train_bn is True
+
+
+def test_checkpoint_name_reads_zero_for_a_metric_not_logged_yet(tmp_path: Path) -> None:
+    """Lightning fills a file-name metric that is not logged yet with 0 (``0-3-0.00.ckpt``); it read ``nan``."""
+    from xtrain.core import ModelCheckpoint
+
+    ckpt = ModelCheckpoint(tmp_path, filename="{epoch}-{step}-{val_loss:.2f}", every_n_train_steps=2, save_top_k=-1,
+                           auto_insert_metric_name=False)
+    trainer = Trainer(max_steps=2, logger=False, enable_progress_bar=False, enable_model_summary=False,
+                      callbacks=[ckpt], num_sanity_val_steps=0)
+    trainer.fit(TinyClassifier(), tiny_loaders(n=32)[0])
+    assert sorted(p.name for p in tmp_path.glob("*.ckpt")) == ["0-2-0.00.ckpt"]
+
+
+def test_epoch_means_accumulate_in_float64_under_64_true() -> None:
+    """Under ``precision="64-true"`` an epoch mean of float32 losses is accumulated in float64, as Lightning's (its
+    accumulators take the float64 default dtype the steps run under); it was float32 (1e-7 off)."""
+    batches = [torch.full((4, 16), float(i)) / 7 for i in range(8)]
+
+    class Float32Loss(TinyClassifier):
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            self.log("val_loss", (batch[0].float().mean() * 1.1).float())
+
+    trainer = Trainer(precision="64-true", logger=False, enable_progress_bar=False, enable_model_summary=False,
+                      enable_checkpointing=False)
+    loader = DataLoader(TensorDataset(torch.cat(batches), torch.zeros(32, dtype=torch.long)), batch_size=4)
+    (result,) = trainer.validate(Float32Loss(), loader, verbose=False)
+    value = trainer.callback_metrics["val_loss"]
+    exact = sum(float(b.float().mean() * 1.1) for b in batches) / 8  # the float32 values, averaged in float64
+    assert value.dtype == torch.float64 and result["val_loss"] == pytest.approx(exact, rel=1e-15, abs=0)

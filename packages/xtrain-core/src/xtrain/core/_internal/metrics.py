@@ -69,6 +69,12 @@ def _scalar(name: str, value: torch.Tensor) -> torch.Tensor:
     return value
 
 
+def _wide(dtype: torch.dtype) -> torch.dtype:
+    """The dtype an epoch sum accumulates in: ``dtype``, or torch's default when that is wider (``64-true`` runs its
+    steps under float64, so a float32 loss is averaged in float64 there, as Lightning's accumulators are)."""
+    return torch.promote_types(dtype, torch.get_default_dtype())
+
+
 def _batch_size(batch: Any) -> int:
     if isinstance(batch, torch.Tensor):
         return int(batch.shape[0]) if batch.ndim else 1
@@ -213,7 +219,7 @@ class MetricStore:
         if isinstance(value, torch.Tensor):
             value = _scalar(name, value)
         else:
-            value = torch.tensor(float(value), dtype=torch.float32)
+            value = torch.tensor(float(value), dtype=_wide(_F32))
         if self._in_epoch_end:
             if on_step or on_epoch is False:  # as Lightning: an epoch-end hook's value is the epoch's
                 raise ConfigError("on_step" if on_step else "on_epoch", on_step if on_step else on_epoch,
@@ -249,7 +255,8 @@ class MetricStore:
             weight = float(batch_size if batch_size is not None else
                            (_batch_size(self.batch) if reduce_fx == "mean" else 1))
             if acc is None:
-                start = value * weight if reduce_fx == "mean" else value
+                start = value.to(_wide(value.dtype)) if reduce_fx in ("mean", "sum") else value
+                start = start * weight if reduce_fx == "mean" else start
                 self.epoch[name + sfx] = _Epoch(start, weight if reduce_fx == "mean" else 0.0, reduce_fx, sync_dist,
                                                 prog_bar, logger, (f"{name}_epoch" if both else name) + sfx)
             else:
@@ -314,7 +321,7 @@ class MetricStore:
             if acc.sync_dist and self.strategy is not None and self.strategy.world_size > 1:
                 device = self.strategy.root_device
                 if acc.reduce_fx == "mean":
-                    pair = torch.stack([total.float(), torch.tensor(acc.weight)]).to(device)
+                    pair = torch.stack([total, torch.tensor(acc.weight, dtype=total.dtype)]).to(device)
                     both = self.strategy.reduce_data_parallel(pair, op="sum")
                     total, weight = both[0], float(both[1].item())
                     value = total / weight

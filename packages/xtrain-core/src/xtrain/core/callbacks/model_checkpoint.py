@@ -281,7 +281,7 @@ class ModelCheckpoint(Callback):
 
         def field(match: re.Match[str]) -> str:
             name, spec = match.group(1), (match.group(2) or "")
-            value = values.get(name, math.nan)
+            value = values.get(name, 0)  # as Lightning: a metric not logged yet reads 0
             text = format(value, spec[1:]) if spec else str(value)
             return f"{name}={text}" if self.auto_insert_metric_name else text
 
