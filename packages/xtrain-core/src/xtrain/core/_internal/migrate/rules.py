@@ -425,8 +425,6 @@ RULES: tuple[Rule, ...] = (
                                                               "max_time or should_stop ends inside its 4th epoch "
                                                               "reports 3 (Lightning 4), and a resume finishes that "
                                                               "epoch", action=DOC),
-    _r(B, "metrics.csv columns", None, "in the order the keys first appear (step, epoch, then the metrics); "
-                                       "Lightning sorts them. Read columns by name", action=DOC),
     _r(B, "precision legacy values", None, "16, \"16\" and \"bf16\" still work with a warning naming the "
                                            "canonical value; migrate writes the canonical value", action=DOC),
     _r(B, "16-mixed on the CPU", None, "runs float16 autocast with a gradient scaler, as on a GPU (a step the scaler "
