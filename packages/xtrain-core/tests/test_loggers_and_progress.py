@@ -315,14 +315,41 @@ def test_learning_rate_monitor_follows_each_schedulers_interval_and_name(tmp_pat
 
 def test_model_summary_table(capsys: pytest.CaptureFixture[str]) -> None:
     text = summarize(TinyClassifier())
-    assert text.splitlines()[0].split() == ["Name", "Type", "Params"]
-    assert "net   Sequential  676" in text and "676 total params" in text
+    assert text.splitlines()[0].split() == ["Name", "Type", "Params", "Mode"]
+    assert "net   Sequential  676     train" in text and "676 total params" in text
+    assert "5 modules in train mode" in text and "0 modules in eval mode" in text
     fit(max_steps=1, logger=False, enable_progress_bar=False, callbacks=[ModelSummary()])
     assert "trainable params" in capsys.readouterr().err
     every = summarize(TinyClassifier(), max_depth=-1)  # Lightning's "every layer"
     assert [line.split()[1] for line in every.splitlines()[2:5]] == ["net", "net.0", "net.1"]
     fit(max_steps=1, logger=False, enable_progress_bar=False, callbacks=[ModelSummary(0)])
     assert "trainable params" not in capsys.readouterr().err, "max_depth=0: no table, as in Lightning"
+
+
+def test_model_summary_runs_example_input_array_for_flops_and_sizes_as_lightnings(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """With ``example_input_array``, Lightning's summary adds FLOPs and each layer's input and output sizes (it
+    runs the example once, in eval mode, without gradients); the module comes back in its modes, weights unchanged."""
+
+    class WithExample(TinyClassifier):
+        def __init__(self) -> None:
+            super().__init__(dropout=0.5)
+            self.example_input_array = torch.randn(4, 16)
+            self.net[0].eval()  # a frozen layer shows as eval
+
+    module = WithExample()
+    before = {k: v.clone() for k, v in module.state_dict().items()}
+    text = summarize(module, example_input=module.example_input_array)
+    lines = text.splitlines()
+    assert lines[0].split() == ["Name", "Type", "Params", "Mode", "FLOPs", "In", "sizes", "Out", "sizes"]
+    assert lines[2].split() == ["0", "net", "Sequential", "676", "train", "5.1", "K", "[4,", "16]", "[4,", "4]"]
+    assert "4 modules in train mode" in text and "1 modules in eval mode" in text and "5.1 K total FLOPs" in text
+    assert module.training and not module.net[0].training and module.net[2].training, "modes restored"
+    assert all(torch.equal(before[k], v) for k, v in module.state_dict().items())
+    fit_module = WithExample()
+    Trainer(max_steps=1, logger=False, enable_progress_bar=False, enable_checkpointing=False).fit(
+        fit_module, tiny_loaders()[0])
+    assert "[4, 16]" in capsys.readouterr().err, "the Trainer's default summary runs the example"
 
 
 def test_loggers_take_name_and_version_positionally_as_in_lightning(tmp_path: Path) -> None:
