@@ -192,3 +192,17 @@ def test_the_hint_does_not_import_libcst() -> None:
             "print('libcst' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "False"
+
+
+def test_more_positional_arguments_than_the_installed_callable_takes_are_flagged() -> None:
+    """Lightning's ``LearningRateMonitor("step", True)`` passes ``log_momentum`` by position; xtrain takes it by
+    keyword only, so the converted line would raise a TypeError: the tool says so instead of passing it silently."""
+    code = """\
+        from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
+
+        a = LearningRateMonitor("step", True)
+        b = LearningRateMonitor("step", log_momentum=True)
+        c = ModelCheckpoint("ckpts", "{epoch}")
+        """
+    assert notes(code) == ["LearningRateMonitor(...) takes 1 argument(s) by position in the installed xtrain "
+                           "(logging_interval) and this call passes 2: pass the others by keyword"]

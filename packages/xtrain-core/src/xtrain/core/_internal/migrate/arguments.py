@@ -55,6 +55,17 @@ def _string(value: str) -> cst.SimpleString:
     return cst.SimpleString(f'"{value}"')
 
 
+def positional_note(args: list[cst.Arg], *, target: str) -> str | None:
+    """What to say when a call passes ``target`` more arguments by position than the installed xtrain takes (a
+    Lightning signature whose later parameters xtrain takes by keyword only)."""
+    positional = [a for a in args if a.keyword is None and not a.star]
+    takes = installed.positional_parameters(target)
+    if takes is None or len(positional) <= len(takes):
+        return None
+    return (f"{target.rpartition('.')[2]}(...) takes {len(takes)} argument(s) by position in the installed xtrain "
+            f"({', '.join(takes) or 'none'}) and this call passes {len(positional)}: pass the others by keyword")
+
+
 def plan_arguments(args: list[cst.Arg], *, lightning: str, target: str) -> ArgEdit:
     """Plan the rewrite of the keyword arguments of a call to the Lightning callable ``lightning`` (its last name),
     ``target`` being the xtrain callable they will be passed to."""

@@ -11,7 +11,7 @@ import inspect
 from functools import cache
 from typing import Any
 
-__all__ = ["accepts", "exists", "names_parameter", "resolve"]
+__all__ = ["accepts", "exists", "names_parameter", "positional_parameters", "resolve"]
 
 
 @cache
@@ -65,3 +65,18 @@ def names_parameter(qualified: str, name: str) -> bool:
     """Whether ``qualified`` declares a parameter ``name`` itself (not through ``**kwargs``; ``False`` when unknown)."""
     found = _parameters(qualified)
     return found is not None and name in found[0]
+
+
+@cache
+def positional_parameters(qualified: str) -> tuple[str, ...] | None:
+    """The parameters ``qualified`` takes by position, in order (``None`` when unknown or it takes ``*args``)."""
+    obj = resolve(qualified)
+    if obj is None:
+        return None
+    try:
+        params = list(inspect.signature(obj).parameters.values())  # a class: its constructor, without self
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return None
+    return tuple(p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))

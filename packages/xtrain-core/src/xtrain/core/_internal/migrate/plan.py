@@ -10,7 +10,7 @@ import libcst as cst
 from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider, QualifiedNameSource
 
 from xtrain.core._internal.migrate import installed
-from xtrain.core._internal.migrate.arguments import ArgEdit, plan_arguments
+from xtrain.core._internal.migrate.arguments import ArgEdit, plan_arguments, positional_note
 from xtrain.core._internal.migrate.decisions import Binding, Plan, dotted
 from xtrain.core._internal.migrate.fabric_args import fabric_method_arguments
 from xtrain.core._internal.migrate.lookup import ROOTS, Target, canonical, find, rule, rules
@@ -201,6 +201,9 @@ class Planner(cst.CSTVisitor):
             return
         lightning = (target.lightning or target.qualified).rpartition(".")[2]
         self._plan_call(parent, lightning, target.qualified)
+        too_many = positional_note(list(parent.args), target=target.qualified)
+        if too_many is not None:
+            self.note(parent, too_many)
         if lightning == "Trainer":
             self._trainer_call(parent)
 
