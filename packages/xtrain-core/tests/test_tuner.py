@@ -82,7 +82,7 @@ def test_lr_find_suggests_a_rate_plots_it_and_leaves_everything_as_it_was(tmp_pa
     suggestion = result.suggestion()
     assert suggestion is not None and 1e-4 < suggestion < 10.0
     path = tmp_path / "lr.png"
-    result.plot(path)
+    result.plot(path=path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -113,7 +113,8 @@ def test_lr_find_updates_the_learning_rate_hyperparameter() -> None:
 
 
 @pytest.mark.parametrize(("mode", "expected", "trials"), [("power", 32, [2, 4, 8, 16, 32, 64]),
-                                                          ("binsearch", 48, [2, 4, 8, 16, 32, 64, 48, 56, 52, 50, 49])])
+                                                          # 48 fits; Lightning's default margin of 5% takes it to 45
+                                                          ("binsearch", 45, [2, 4, 8, 16, 32, 64, 48, 56, 52, 50, 49])])
 def test_scale_batch_size_under_a_memory_budget(mode: str, expected: int, trials: list[int]) -> None:
     module = Budgeted()
     trainer = _trained(module)
@@ -130,8 +131,8 @@ def test_scale_batch_size_stops_when_one_batch_holds_the_data() -> None:
     module = Budgeted()
     trainer = _trained(module)
     assert Tuner(trainer).scale_batch_size(module, init_val=16, steps_per_trial=1) == 128
-    module.budget = 1
-    with pytest.raises(ConfigError, match="init_val"):
+    module.budget = 0  # not even one sample fits (a budget of 1 falls back to 1, as Lightning's)
+    with pytest.raises(ConfigError, match="batch_size=1"):
         Tuner(trainer).scale_batch_size(module, init_val=2, steps_per_trial=1)
     with pytest.raises(ConfigError, match="batch_arg_name"):
         Tuner(trainer).scale_batch_size(module, batch_arg_name="bs")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -11,9 +12,11 @@ from typing_extensions import override
 
 from xtrain.core.callbacks.callback import Callback
 from xtrain.core.errors import ConfigError
+from xtrain.core.rank_zero import rank_zero_warn
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure, SubFigure
 
     from xtrain.core.module import TrainModule
     from xtrain.core.trainer import Trainer
@@ -56,43 +59,83 @@ class LRFinder:
             return self.min_lr + fraction * (self.max_lr - self.min_lr)
         return float(self.min_lr * (self.max_lr / self.min_lr) ** fraction)
 
-    def suggestion(self, *, skip_begin: int = 10, skip_end: int = 1) -> float | None:
-        """The learning rate where the smoothed loss has its steepest negative slope against the learning rate, or
-        ``None`` with fewer than two finite points; ``skip_begin``/``skip_end`` ignore the noisy first and diverging
-        last points. Computed as Lightning's (``torch.gradient`` over the rates), so both suggest the same rate."""
+    def suggestion(self, skip_begin: int = 10, skip_end: int = 1) -> float | None:
+        """The learning rate where the smoothed loss has its steepest negative slope against the learning rate.
+
+        ``skip_begin``/``skip_end`` ignore the noisy first and diverging last points. Computed as Lightning's
+        (``torch.gradient`` over the rates), so both suggest the same rate; the arguments may be positional, as in
+        Lightning. With fewer than two finite points left (a short test: the Trainer's ``max_epochs`` or the data
+        ran out first) there is no suggestion: ``None``, with a warning saying why, as Lightning logs an error.
+        """
+        return self._suggest(skip_begin, skip_end, stacklevel=3)
+
+    def _suggest(self, skip_begin: int, skip_end: int, *, stacklevel: int) -> float | None:
+        """``suggestion``, warning ``stacklevel`` frames up, so the warning names the user's line that asked."""
         import torch
 
         kept = [(i, lr, loss) for i, (lr, loss) in enumerate(zip(self.lrs, self.losses, strict=True))
                 if skip_begin <= i < len(self.losses) - skip_end and math.isfinite(loss)]
         if len(kept) < 2:
+            rank_zero_warn(f"lr_find: no suggestion: {len(kept)} finite loss value(s) of {len(self.losses)} are left "
+                           f"after skip_begin={skip_begin} and skip_end={skip_end}, and the slope needs 2. Give the "
+                           "range test more steps: a larger max_epochs on the Trainer, more data, or a larger "
+                           "num_training.", stacklevel=stacklevel)
             return None
         losses = torch.tensor([loss for _, _, loss in kept], dtype=torch.float64)
         rates = torch.tensor([lr for _, lr, _ in kept], dtype=torch.float64)
         slopes = torch.gradient(losses, spacing=[rates])[0]
         return self.lrs[kept[int(torch.argmin(slopes))][0]]
 
-    def plot(self, path: str | Path | None = None, *, suggest: bool = True) -> Figure:
-        """Draw loss against learning rate (log scale for the exponential test), marking the suggestion; saved as an
-        image (PNG for ``.png``) when ``path`` is given. Needs matplotlib: ``pip install "xtrain-core[tuner]"``."""
+    def plot(self, suggest: bool = False, show: bool = False, ax: Axes | None = None, *,
+             path: str | Path | None = None) -> Figure | SubFigure:
+        """Draw loss against learning rate (log scale for the exponential test) and return the figure.
+
+        The first three parameters are Lightning's, in its order (positional on purpose, an exception to the
+        project's keyword-only rule, so Lightning calls such as ``plot(True)`` keep working).
+
+        Args:
+            suggest: Mark the suggested rate with a red point.
+            show: Show the figure in a window (``matplotlib.pyplot.show``).
+            ax: Draw on these axes (the returned figure is theirs) instead of a new figure.
+            path: Also save the figure there (PNG for ``.png``); an xtrain addition.
+
+        Needs matplotlib: ``pip install "xtrain-core[tuner]"``. Without ``show`` no pyplot window machinery is used,
+        so plotting works on a headless machine.
+        """
+        if isinstance(suggest, (str, os.PathLike)):
+            raise ConfigError("suggest", str(suggest), "is a path, but plot's first parameter is Lightning's "
+                              "suggest flag.", fix=f"write plot(path={str(suggest)!r}).")
         try:
             from matplotlib.figure import Figure
         except ImportError:
-            raise ConfigError("plot", str(path), "needs matplotlib, which is not installed.",
-                              fix='pip install "xtrain-core[tuner]"') from None
-        figure = Figure(figsize=(6, 4))
-        axes = figure.add_subplot()
+            raise ConfigError("plot", str(path) if path is not None else None, "needs matplotlib, which is not "
+                              "installed.", fix='pip install "xtrain-core[tuner]"') from None
+        figure: Figure | SubFigure
+        if ax is not None:
+            axes, figure = ax, ax.figure
+        elif show:
+            import matplotlib.pyplot as plt
+
+            figure, axes = plt.subplots()
+        else:
+            figure = Figure(figsize=(6, 4))
+            axes = figure.add_subplot()
         axes.plot(self.lrs, self.losses)
         if self.mode == "exponential":
             axes.set_xscale("log")
         axes.set_xlabel("learning rate")
         axes.set_ylabel("loss (smoothed)")
-        best = self.suggestion() if suggest else None
+        best = self._suggest(10, 1, stacklevel=3) if suggest else None
         if best is not None:
             index = self.lrs.index(best)
             axes.plot(best, self.losses[index], marker="o", markersize=8, color="red", label=f"suggested: {best:.2e}")
             axes.legend()
         if path is not None:
-            figure.savefig(path)
+            (figure if isinstance(figure, Figure) else figure.figure).savefig(path)
+        if show:
+            import matplotlib.pyplot as plt
+
+            plt.show()
         return figure
 
 
