@@ -11,7 +11,7 @@ import pytest
 
 from xtrain.core import Trainer
 from xtrain.core.errors import ConfigError
-from xtrain.core.profilers import AdvancedProfiler, Profiler, PyTorchProfiler, SimpleProfiler
+from xtrain.core.profilers import AdvancedProfiler, PassThroughProfiler, Profiler, PyTorchProfiler, SimpleProfiler
 from xtrain.core.testing.models import TinyClassifier, tiny_loaders
 
 
@@ -70,7 +70,7 @@ def test_pytorch_profiler_writes_chrome_and_tensorboard_traces(tmp_path: Path) -
 
 def test_no_profiler_wraps_nothing(tmp_path: Path) -> None:
     trainer = _fit(tmp_path, None)
-    assert trainer.profiler is None
+    assert type(trainer.profiler) is PassThroughProfiler
     fns = trainer._hooks.get("on_save_point")
     assert fns and all(isinstance(fn, functools.partial) for fn in fns)  # the callbacks' bound methods as they are
     profiled = _fit(tmp_path, "simple")
@@ -95,4 +95,4 @@ def test_user_code_profiles_its_own_sections(tmp_path: Path) -> None:
     train, _ = tiny_loaders(n=64)
     Trainer(max_epochs=1, profiler=profiler, logger=False, enable_progress_bar=False,
             default_root_dir=tmp_path).fit(Sections(), train)
-    assert profiler.durations["my_section"] and len(profiler.durations["my_section"]) == 4
+    assert profiler.recorded_durations["my_section"] and len(profiler.recorded_durations["my_section"]) == 4

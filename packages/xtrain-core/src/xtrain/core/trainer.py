@@ -53,7 +53,7 @@ from xtrain.core._internal.nonfinite import check_nonfinite_mode
 from xtrain.core._internal.optim import SchedulerConfig, follow_replaced_optimizers, parse_optimizers
 from xtrain.core._internal.optimizer import StrategyOptimizer
 from xtrain.core._internal.preemption import Preemption
-from xtrain.core._internal.profiling import profiling, resolve_profiler
+from xtrain.core._internal.profiling import active_profiler, profiling, resolve_profiler
 from xtrain.core._internal.progress import FitProgress
 from xtrain.core._internal.removed_hooks import check_removed_hooks
 from xtrain.core._internal.resolve import resolve
@@ -160,7 +160,8 @@ class Trainer(LightningAttributes):
             per-step sync), ``"raise"`` (stop before its backward) or ``"skip"`` (skip that step on every rank;
             both read the loss every step). See the "Non-finite losses" guide.
         profiler: ``"simple"``, ``"advanced"``, ``"pytorch"`` or a Profiler: time hooks and steps, report at the
-            end of each stage (``None``: nothing is timed and nothing is wrapped).
+            end of each stage (``None``: nothing is timed and nothing is wrapped; ``trainer.profiler`` is then a
+            ``PassThroughProfiler``, so ``with self.trainer.profiler.profile("x"):`` in a module still works).
         run_name: This run's identity for ``fit(ckpt_path="auto")`` and its log directory (default: the
             launcher's restart group, torchrun's run id or SLURM's job id). See the "Long jobs" guide.
         max_restarts: Restart the whole group this many times after a rank fails (xtrain's launcher).
@@ -505,11 +506,11 @@ class Trainer(LightningAttributes):
         # them from the restored state.
         self._setup_dataloaders(stage)
         self._setup_loggers()
-        if self.profiler is None:
+        profiler = active_profiler(self.profiler)
+        if profiler is None:
             output = self._run_stage(stage)
         else:
-            with profiling(self.profiler, self.strategy, stage=stage, global_rank=self.global_rank,
-                           log_dir=Path(self.log_dir)):
+            with profiling(profiler, self, stage=stage):
                 output = self._run_stage(stage)
         if return_state:
             from xtrain.core._internal.spawn import worker_result
@@ -532,7 +533,7 @@ class Trainer(LightningAttributes):
         extra = check_callbacks(module.configure_callbacks())
         replaced = {type(cb) for cb in extra}
         self.callbacks = [cb for cb in self._user_callbacks if type(cb) not in replaced] + extra
-        self._hooks = HookDispatcher(self, module, self.callbacks, profiler=self.profiler)
+        self._hooks = HookDispatcher(self, module, self.callbacks, profiler=active_profiler(self.profiler))
         self._hooks.call_callbacks("setup", stage)
         if stage == "fit":
             strategy.set_gradient_accumulation(self.accumulate_grad_batches)

@@ -1,8 +1,10 @@
 """Connecting a Profiler to a run: which profiler a setting names, and what gets timed.
 
-Nothing here runs without a profiler: the Trainer enters :func:`profiling` and builds a profiled
-:class:`~xtrain.core._internal.hooks.HookDispatcher` only when ``profiler`` is set, so an unprofiled step loop calls
-exactly what it called before.
+Nothing here runs without a profiler: ``Trainer.profiler`` is then a
+:class:`~xtrain.core.profilers.PassThroughProfiler` (so ``trainer.profiler.profile(...)`` works in user code, as in
+Lightning), and the Trainer enters :func:`profiling` and builds a profiled
+:class:`~xtrain.core._internal.hooks.HookDispatcher` only when :func:`active_profiler` gives a profiler, so an
+unprofiled step loop calls exactly what it called before.
 """
 
 from __future__ import annotations
@@ -14,20 +16,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xtrain.core.errors import ConfigError
-from xtrain.core.profilers.profiler import Profiler
+from xtrain.core.profilers.profiler import PassThroughProfiler, Profiler
 
 if TYPE_CHECKING:
-    from xtrain.core.strategy import Strategy
+    from xtrain.core.trainer import Trainer
 
-__all__ = ["PROFILER_NAMES", "profiled", "profiling", "resolve_profiler"]
+__all__ = ["PROFILER_NAMES", "active_profiler", "profiled", "profiling", "resolve_profiler"]
 
 PROFILER_NAMES = ("simple", "advanced", "pytorch")
 _TIMED_STRATEGY_METHODS = ("batch_to_device", "backward", "optimizer_step")
 
 
-def resolve_profiler(value: object) -> Profiler | None:
-    """The Profiler that ``Trainer(profiler=value)`` names (``None``: no profiling)."""
-    if value is None or isinstance(value, Profiler):
+def resolve_profiler(value: object) -> Profiler:
+    """The Profiler that ``Trainer(profiler=value)`` names (``None``: a :class:`PassThroughProfiler`)."""
+    if value is None:
+        return PassThroughProfiler()
+    if isinstance(value, Profiler):
         return value
     if value == "simple":
         from xtrain.core.profilers.simple import SimpleProfiler
@@ -45,6 +49,12 @@ def resolve_profiler(value: object) -> Profiler | None:
                       fix='write profiler="simple" (a wall-clock table per hook and step).')
 
 
+def active_profiler(profiler: Profiler | None) -> Profiler | None:
+    """``profiler``, or ``None`` when it records nothing (the default :class:`PassThroughProfiler` itself, not a
+    subclass that may record): the Trainer then skips all profiling work, so the default costs nothing per step."""
+    return None if profiler is None or type(profiler) is PassThroughProfiler else profiler
+
+
 def profiled(profiler: Profiler, action: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn``, timed as ``action`` on every call."""
 
@@ -60,12 +70,17 @@ def profiled(profiler: Profiler, action: str, fn: Callable[..., Any]) -> Callabl
 
 
 @contextmanager
-def profiling(profiler: Profiler, strategy: Strategy, *, stage: str, global_rank: int, log_dir: Path) -> Iterator[None]:
+def profiling(profiler: Profiler, trainer: Trainer, *, stage: str) -> Iterator[None]:
     """Time the stage, the strategy's steps, backward and optimizer steps; report when the stage ends.
 
     The strategy's methods are replaced on this instance only, for the duration of the stage.
     """
-    profiler.setup(stage=stage, global_rank=global_rank, log_dir=log_dir)
+    from xtrain.core.profilers.pytorch import PyTorchProfiler
+
+    strategy = trainer.strategy
+    if isinstance(profiler, PyTorchProfiler):
+        profiler._bind(trainer.module, _stage_steps(trainer, stage))
+    profiler.setup(stage=stage, global_rank=trainer.global_rank, log_dir=Path(trainer.log_dir))
     run_step = strategy.run_step
 
     def run_step_timed(name: str, *args: Any, **kwargs: Any) -> Any:
@@ -85,3 +100,15 @@ def profiling(profiler: Profiler, strategy: Strategy, *, stage: str, global_rank
         for name in replaced:
             vars(strategy).pop(name, None)
         profiler.teardown()
+
+
+def _stage_steps(trainer: Trainer, stage: str) -> float:
+    """The steps ``stage`` runs, which tell the PyTorch profiler whether its default window fits: per epoch when
+    fitting, as Lightning counts them, and no more than ``max_steps``."""
+    if stage == "fit":
+        steps = float(trainer.num_training_batches)
+        max_steps = getattr(trainer, "max_steps", -1)
+        return min(steps, float(max_steps)) if isinstance(max_steps, int) and max_steps > 0 else steps
+    counts = {"validate": trainer.num_val_batches, "test": trainer.num_test_batches,
+              "predict": trainer.num_predict_batches}.get(stage, [])
+    return float(sum(counts))

@@ -1,6 +1,8 @@
 """Profilers: where the time of a run goes. ``Trainer(profiler="simple" | "advanced" | "pytorch" | Profiler())``.
 
-Each is imported only when used; with no profiler the Trainer wraps nothing, so the step loop pays nothing.
+Each is imported only when used. Without a profiler ``Trainer.profiler`` is a :class:`PassThroughProfiler`, as in
+Lightning, so ``trainer.profiler.profile("name")`` always works; the Trainer then wraps nothing, so the step loop
+pays nothing.
 """
 
 from __future__ import annotations
@@ -8,9 +10,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from xtrain.core.profilers.profiler import Profiler
+from xtrain.core.profilers.profiler import PassThroughProfiler, Profiler
 
-__all__ = ["AdvancedProfiler", "Profiler", "PyTorchProfiler", "SimpleProfiler"]
+__all__ = ["AdvancedProfiler", "PassThroughProfiler", "Profiler", "PyTorchProfiler", "SimpleProfiler"]
 
 _LAZY = {"SimpleProfiler": "simple", "AdvancedProfiler": "advanced", "PyTorchProfiler": "pytorch"}
 
