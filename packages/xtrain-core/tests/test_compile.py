@@ -94,3 +94,14 @@ def test_switching_between_fit_and_validation_does_not_recompile() -> None:
     trainer = fit(model, 3)  # three more rounds of train -> validate -> train
     trainer.validate(model, DataLoader(tiny_dataset(32), batch_size=8))
     assert 1 <= first <= 2 and backend.graphs == first, (first, backend.graphs)
+
+
+def test_validate_test_and_predict_take_the_compiled_wrapper_after_fit() -> None:
+    """``trainer.validate(torch.compile(model))`` after fitting it, as Lightning runs it: the wrapper's truth value
+    asks the module for ``len()``, which a module without ``__len__`` refuses (a TypeError was raised)."""
+    compiled = torch.compile(Net(), backend=Counting())
+    trainer = fit(compiled, 1)
+    loader = DataLoader(tiny_dataset(32), batch_size=8)
+    (result,) = trainer.validate(compiled, loader, verbose=False)
+    assert result["val_loss"] > 0
+    assert len(trainer.predict(compiled, loader)) == 4  # type: ignore[arg-type]

@@ -365,5 +365,5 @@ def test_tensorboard_logger_passes_summary_writer_keywords_as_lightnings(tmp_pat
     logger.finalize("success")
     (events,) = Path(logger.log_dir).glob("events.out.tfevents.*")
     assert events.name.endswith(".run1")
-    with pytest.raises(ConfigError, match="flush_sec.*flush_secs"):
+    with pytest.raises(ConfigError, match=r"flush_sec.*flush_secs"):
         TensorBoardLogger(tmp_path, flush_sec=5)

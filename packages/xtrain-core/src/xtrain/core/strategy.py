@@ -336,20 +336,20 @@ class Strategy(ABC):
     # ``module`` names one of several set-up modules (the Engine's); the default is :attr:`module`.
     def module_state_dict(self, *, module: nn.Module | None = None) -> dict[str, Any]:
         """The module's state, keyed by parameter names (no wrapper prefixes)."""
-        return (module or self.module).state_dict()
+        return (module if module is not None else self.module).state_dict()
 
     def load_module_state_dict(self, state: dict[str, Any], *, strict: bool = True,
                                module: nn.Module | None = None) -> None:
-        (module or self.module).load_state_dict(state, strict=strict)
+        (module if module is not None else self.module).load_state_dict(state, strict=strict)
 
     def optimizer_state_dict(self, optimizer: torch.optim.Optimizer, *,
                              module: nn.Module | None = None) -> dict[str, Any]:
         """The optimizer's state keyed by parameter names, so it loads under any strategy."""
-        return optimizer_state(module or self.module, optimizer)
+        return optimizer_state(module if module is not None else self.module, optimizer)
 
     def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: dict[str, Any], *,
                                   module: nn.Module | None = None) -> None:
-        load_optimizer_state(module or self.module, optimizer, state)
+        load_optimizer_state(module if module is not None else self.module, optimizer, state)
 
     def restore_problems(self, checkpoint: dict[str, Any], *, fitting: bool) -> list[str]:
         """What in ``checkpoint`` this strategy's layout cannot load, as lines for the error; ``[]`` if nothing.

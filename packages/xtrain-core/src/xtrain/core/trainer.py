@@ -60,7 +60,9 @@ from xtrain.core._internal.resolve import resolve
 from xtrain.core._internal.rng import collect_rng_states, restore_rng_states
 from xtrain.core._internal.run_dirs import new_log_dirs, remove_log_dirs
 from xtrain.core._internal.run_flags import ValClock, anomaly_detection, apply_torch_flags, sync_batchnorm, unshuffled
+from xtrain.core._internal.run_lock import RunLock
 from xtrain.core._internal.sampler import ResumableSampler
+from xtrain.core._internal.stage_steps import check_stage_step, validation_loaders
 from xtrain.core._internal.trainer_args import (
     barebones_settings,
     check_callbacks,
@@ -191,6 +193,7 @@ class Trainer(LightningAttributes):
         run_name: str | None = None, max_restarts: int = 0,
         on_world_size_change: WorldSizePolicy = "keep_per_rank_batch",
     ) -> None:
+        self._run_lock = RunLock()
         self._healing: Healing = parse_healing(run_name=run_name, max_restarts=max_restarts,
                                                on_world_size_change=on_world_size_change)
         self._flags = flags = parse_run_flags(
@@ -381,13 +384,13 @@ class Trainer(LightningAttributes):
     def validate(self, model: TrainModule | None = None, dataloaders: Any = None, ckpt_path: str | Path | None = None,
                  verbose: bool = True, datamodule: DataModule | None = None) -> list[dict[str, float]]:
         """Run validation once; returns the logged epoch metrics (``verbose``: print them as a table on rank 0)."""
-        self._attach(model or self.module, datamodule, val=dataloaders)
+        self._attach(model if model is not None else self.module, datamodule, val=dataloaders)
         return self._evaluate("validate", default_ckpt_path(self, model, ckpt_path), verbose)
 
     def test(self, model: TrainModule | None = None, dataloaders: Any = None, ckpt_path: str | Path | None = None,
              verbose: bool = True, datamodule: DataModule | None = None) -> list[dict[str, float]]:
         """Run the test set once; returns the logged epoch metrics (``verbose``: print them as a table on rank 0)."""
-        self._attach(model or self.module, datamodule, test=dataloaders)
+        self._attach(model if model is not None else self.module, datamodule, test=dataloaders)
         return self._evaluate("test", default_ckpt_path(self, model, ckpt_path), verbose)
 
     def _evaluate(self, stage: Literal["validate", "test"], ckpt_path: str | Path | None,
@@ -408,7 +411,7 @@ class Trainer(LightningAttributes):
             return_predictions: ``False`` keeps none of them in memory and returns ``None`` (with a
                 ``BasePredictionWriter`` writing them as they come); ``None`` or ``True`` returns them.
         """
-        self._attach(model or self.module, datamodule, predict=dataloaders)
+        self._attach(model if model is not None else self.module, datamodule, predict=dataloaders)
         self._return_predictions = return_predictions is not False
         outputs: list[list[Any]] = self._launch("predict", default_ckpt_path(self, model, ckpt_path))
         if not self._return_predictions:
@@ -450,13 +453,14 @@ class Trainer(LightningAttributes):
         check_removed_hooks(model, self._user_callbacks)
         self._module = model
         model._trainer = self
-        self.datamodule = datamodule or self.datamodule
+        self.datamodule = datamodule if datamodule is not None else self.datamodule
         if self.datamodule is not None:
             self.datamodule.trainer = self
         self._loaders.update({k: v for k, v in loaders.items() if v is not None})
 
     def _launch(self, stage: Stage, ckpt_path: str | Path | None) -> Any:
         # Resolved here, before any process starts, so a bad ckpt_path is a ConfigError in the caller alone.
+        check_stage_step(self.module, stage)
         check_output_dirs(self, fitting=stage == "fit")
         launcher = self.strategy.launcher
         check_auto(self, self._healing, stage, ckpt_path, launcher)
@@ -488,13 +492,16 @@ class Trainer(LightningAttributes):
             self._hooks.call_callbacks("on_exception", exc)
             raise
         finally:
-            self._teardown(stage, status)
+            try:
+                self._teardown(stage, status)
+            finally:
+                self._run_lock.release()
 
     def _run_body(self, stage: Stage, ckpt_path: str | Path | None, return_state: bool) -> Any:
         self._setup(stage)
         loaded = None
         if ckpt_path == "auto":
-            ckpt_path = resolve_auto(self, self._healing)
+            ckpt_path = resolve_auto(self, self._healing, self._run_lock)
         self._ckpt_path = ckpt_path
         if ckpt_path is not None:
             fitting = stage == "fit"
@@ -600,6 +607,8 @@ class Trainer(LightningAttributes):
                 "predict": ("predict", "predict_dataloader", self.limit_predict_batches)}[stage]
         given = self._loader(kind[0], kind[1])
         loaders = [prep(dl, False) for dl in as_list(given)]
+        if stage == "fit":
+            loaders = validation_loaders(self.module, loaders)
         if stage != "fit" and not loaders:
             raise ConfigError("dataloaders", None, f"{stage} needs data.",
                               fix=f"pass dataloaders=..., or a datamodule with {kind[1]}().")

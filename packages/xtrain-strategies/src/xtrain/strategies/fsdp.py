@@ -217,23 +217,24 @@ class FSDPStrategy(ParallelStrategy):
     @override
     def module_state_dict(self, *, module: nn.Module | None = None) -> dict[str, Any]:
         """Sharded (DTensor) entries, or with ``state_dict_type="full"`` full tensors on rank 0 (empty elsewhere)."""
-        return fsdp_state.module_state(module or self.module, full=self.checkpoint_layout == "full")
+        return fsdp_state.module_state(module if module is not None else self.module,
+                                       full=self.checkpoint_layout == "full")
 
     @override
     def optimizer_state_dict(self, optimizer: torch.optim.Optimizer, *,
                              module: nn.Module | None = None) -> dict[str, Any]:
-        return fsdp_state.optimizer_state(module or self._owner(optimizer), optimizer,
+        return fsdp_state.optimizer_state(module if module is not None else self._owner(optimizer), optimizer,
                                           full=self.checkpoint_layout == "full")
 
     @override
     def load_module_state_dict(self, state: dict[str, Any], *, strict: bool = True,
                                module: nn.Module | None = None) -> None:
-        fsdp_state.load_module_state(module or self.module, state, strict=strict)
+        fsdp_state.load_module_state(module if module is not None else self.module, state, strict=strict)
 
     @override
     def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer, state: dict[str, Any], *,
                                   module: nn.Module | None = None) -> None:
-        fsdp_state.load_optimizer_state(module or self._owner(optimizer), optimizer, state)
+        fsdp_state.load_optimizer_state(module if module is not None else self._owner(optimizer), optimizer, state)
 
     # -- checkpoint IO ---------------------------------------------------------------------------------------------
     @override

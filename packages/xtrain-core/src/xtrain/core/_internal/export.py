@@ -91,7 +91,7 @@ def to_onnx(module: TrainModule, file_path: str | Path | BinaryIO | None = None,
         raise ConfigError("file_path", None, "is needed by to_onnx(dynamo=False): the legacy exporter returns no "
                           "program, only writes the file.", fix="pass a path or a file object, or leave dynamo=True.")
     with _exporting(module):
-        return torch.onnx.export(module, args, target, **kwargs)
+        return torch.onnx.export(module, args, target, **kwargs)  # type: ignore[arg-type]  # torch takes a file too
 
 
 def to_torchscript(module: TrainModule, file_path: str | Path | None = None,
