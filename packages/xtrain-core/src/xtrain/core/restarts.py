@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FAILURE_DIR_ENV", "RESTART_COUNT_ENV", "RUN_ID_ENV", "FailureRecord", "RunIdentity", "read_failure",
-           "run_identity", "write_failure"]
+__all__ = ["FAILURE_DIR_ENV", "RESTART_COUNT_ENV", "RUN_ID_ENV", "FailureRecord", "RunIdentity", "directory_name",
+           "read_failure", "run_identity", "write_failure"]
 
 RUN_ID_ENV = "XTRAIN_RUN_ID"
 RESTART_COUNT_ENV = "XTRAIN_RESTART_COUNT"
@@ -46,16 +46,18 @@ class RunIdentity:
 def run_identity(explicit: str | None = None) -> RunIdentity | None:
     """This run's identity (see the module docstring), or ``None`` when nothing names it."""
     if explicit:
-        return RunIdentity(_safe(explicit), "run_name")
+        return RunIdentity(directory_name(explicit), "run_name")
     for variable in _SOURCES:
         value = os.environ.get(variable, "")
         if value not in _NOT_AN_ID:
             prefix = "" if variable == RUN_ID_ENV else variable.split("_")[0].lower() + "-"
-            return RunIdentity(_safe(prefix + value), variable)
+            return RunIdentity(directory_name(prefix + value), variable)
     return None
 
 
-def _safe(name: str) -> str:
+def directory_name(name: str) -> str:
+    """``name`` reduced to characters safe in a directory name (and a W&B run id); a ``run_name`` must already be
+    one, so that two names never share a run."""
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name).strip(".") or "_"
 
 

@@ -10,6 +10,7 @@ in the log. Rank 0 chooses and every rank loads what it chose.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, get_args
@@ -18,12 +19,13 @@ from xtrain.core.errors import CheckpointError, ConfigError
 from xtrain.core.rank_zero import rank_zero_info
 
 if TYPE_CHECKING:
+    from xtrain.core._internal.run_lock import RunLock
     from xtrain.core.launcher import Launcher
     from xtrain.core.restarts import RunIdentity
     from xtrain.core.trainer import Trainer
 
-__all__ = ["Healing", "WorldSizePolicy", "check_auto", "newest_complete", "newest_in", "note_failure",
-           "parse_healing", "resolve_auto", "run_directory", "start_attempt"]
+__all__ = ["Healing", "WorldSizePolicy", "check_auto", "check_run_name", "newest_complete", "newest_in",
+           "note_failure", "parse_healing", "resolve_auto", "run_directory", "start_attempt"]
 
 WorldSizePolicy = Literal["keep_per_rank_batch", "keep_global_batch"]
 
@@ -36,9 +38,29 @@ class Healing(NamedTuple):
     on_world_size_change: WorldSizePolicy = "keep_per_rank_batch"
 
 
-def parse_healing(*, run_name: object, max_restarts: object, on_world_size_change: object) -> Healing:
-    if run_name is not None and (not isinstance(run_name, str) or not run_name.strip()):
+def check_run_name(run_name: object) -> None:
+    """Refuse a ``run_name`` that is not a directory name as it is: rewriting it (``exp/1`` as ``exp_1``) would make
+    two names one run, and ``ckpt_path="auto"`` would resume the other one's checkpoint."""
+    from xtrain.core.restarts import directory_name
+
+    if run_name is None:
+        return
+    if not isinstance(run_name, str) or not run_name.strip():
         raise ConfigError("run_name", run_name, "must be a non-empty string.", fix="write run_name='my-run'.")
+    if directory_name(run_name) != run_name:
+        bad = sorted({c for c in run_name if not (c.isascii() and (c.isalnum() or c in "_.-"))})
+        where = f"cannot hold {' '.join(repr(c) for c in bad)}" if bad else "cannot start or end with '.'"
+        raise ConfigError("run_name", run_name, f"names the run's directory (and its tracker run id), which "
+                          f"{where}; rewritten, it could be another name's run.",
+                          fix=f"use letters, digits, '_', '-' and '.', e.g. run_name={directory_name(run_name)!r}.")
+    if len(run_name.encode()) > 200:
+        raise ConfigError("run_name", run_name[:40] + "...", f"is {len(run_name.encode())} bytes, too long for a "
+                          f"directory name (file systems allow 255, and the run's files add to it).",
+                          fix="use a run_name of at most 200 characters.")
+
+
+def parse_healing(*, run_name: object, max_restarts: object, on_world_size_change: object) -> Healing:
+    check_run_name(run_name)
     if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
         raise ConfigError("max_restarts", max_restarts, "must be an integer >= 0.", fix="write max_restarts=3.")
     if on_world_size_change not in get_args(WorldSizePolicy):
@@ -61,6 +83,13 @@ def check_auto(trainer: Trainer, healing: Healing, stage: str, ckpt_path: object
                               f"{type(launcher).__name__ if launcher else 'none'}.",
                               fix="use strategy='ddp' (any number of devices), or run under `torchrun "
                                   "--max-restarts=N` or SLURM requeue and leave max_restarts=0.")
+        if stage == "fit" and ckpt_path != "auto" and RESTART_COUNT_ENV not in os.environ:  # once, in the caller
+            shown = "None" if ckpt_path is None else repr(str(ckpt_path))
+            start = "from step 0" if ckpt_path is None else f"from {shown} again"
+            warnings.warn(f"max_restarts={healing.max_restarts}: after a failure the job runs fit again with "
+                          f"ckpt_path={shown}, so each restart trains {start} and the failed attempt's "
+                          f"progress is lost. Pass fit(..., ckpt_path='auto') to continue from the newest checkpoint.",
+                          UserWarning, stacklevel=4)
     if ckpt_path != "auto":
         return
     if stage != "fit":
@@ -78,8 +107,9 @@ def check_auto(trainer: Trainer, healing: Healing, stage: str, ckpt_path: object
                               "(--rdzv-id), SLURM, or Trainer(max_restarts=N) (the launcher names the run).")
 
 
-def resolve_auto(trainer: Trainer, healing: Healing) -> str | None:
-    """On every rank: name the run's directories, then load rank 0's choice (``None``: start fresh)."""
+def resolve_auto(trainer: Trainer, healing: Healing, lock: RunLock) -> str | None:
+    """On every rank: name the run's directories, then load rank 0's choice (``None``: start fresh). Rank 0 takes
+    ``lock`` on the run's first checkpoint directory first (another live job fitting the same run is refused)."""
     from xtrain.core.restarts import run_identity
 
     identity = run_identity(healing.run_name)
@@ -89,6 +119,7 @@ def resolve_auto(trainer: Trainer, healing: Healing) -> str | None:
     chosen: str | None = None
     if trainer.is_global_zero:
         dirs = list(dict.fromkeys(cb.resolve_dirpath(trainer) for cb in trainer.checkpoint_callbacks))
+        lock.acquire(dirs[0], identity.name if identity is not None else str(dirs[0]))
         found = newest_complete(_candidates(dirs), need="loops")
         chosen = str(found) if found else None
         _announce(identity, chosen, dirs)
@@ -99,6 +130,7 @@ def run_directory(root: str | os.PathLike[str], run_name: str | None) -> Path:
     """``root/<run identity>``: the Engine's counterpart of the Trainer's run directory."""
     from xtrain.core.restarts import run_identity
 
+    check_run_name(run_name)
     identity = run_identity(run_name)
     if identity is None:
         raise ConfigError("run_name", run_name, "is needed: nothing names this run, so a restart could not find "

@@ -121,8 +121,9 @@ def find_checkpoint(trainer: Trainer, ckpt_path: str | Path) -> str | None:
         return chosen
     path = Path(ckpt_path)
     if not path.exists():
-        raise ConfigError("ckpt_path", str(ckpt_path), "does not exist.", choices=["last", "best", "an existing path"],
-                          fix="pass the path of a checkpoint file or directory.")
+        raise ConfigError("ckpt_path", str(ckpt_path), "does not exist.",
+                          choices=["auto", "last", "best", "an existing path"],
+                          fix="pass the path of a checkpoint file or directory ('auto' resumes a fit).")
     return str(path)
 
 

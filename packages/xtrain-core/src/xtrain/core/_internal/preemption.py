@@ -134,7 +134,8 @@ class Preemption:
             trainer.strategy.barrier("preemption_saved")
         if trainer.is_global_zero:
             print(f"xtrain: preemption signal received; saved {path} at step {trainer.global_step} and stopping. "
-                  "Resume with ckpt_path='last' (or 'auto').", file=sys.stderr, flush=True)
+                  f"Resume with ckpt_path='{path}' (ckpt_path='auto' finds it when the next run has the same name: "
+                  f"run_name=..., a requeued SLURM job's id, torchrun's --rdzv-id).", file=sys.stderr, flush=True)
             if self.signal_number == getattr(signal, "SIGUSR1", None) and "SLURM_JOB_ID" in os.environ:
                 _requeue(os.environ["SLURM_JOB_ID"])
         if several:  # no rank exits (143) before the requeue was asked: `srun --kill-on-bad-exit` ends the others
