@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import subprocess
 import sys
 import warnings
 from collections.abc import Callable
@@ -205,3 +206,14 @@ def test_the_scaffolded_accelerator_is_one_device_by_default(tmp_path: Path,
     assert resolved.num_devices == 1 and resolved.strategy.name == "single_device"
     monkeypatch.setenv("ACME_ONE_DEVICE_COUNT", "3")
     assert accelerator.device_count() == 3
+
+
+def test_torchs_first_import_is_not_counted_against_a_plugin() -> None:
+    """``import xtrain.core`` does not import torch; the first plugin loaded did, and its ~1 s was reported as the
+    plugin's slow import (xtrain's own ``cpu`` plugin, in the docs build's catalogue)."""
+    code = ("import sys, warnings; warnings.simplefilter('error'); import xtrain.core.registry as r; "
+            "assert 'torch' not in sys.modules; "
+            "r.SLOW_IMPORT_SECONDS = 0.1; "  # torch's import takes longer; the cpu plugin's own, milliseconds
+            "print(r.ACCELERATORS.load('cpu').__name__)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "CPUAccelerator", done.stderr

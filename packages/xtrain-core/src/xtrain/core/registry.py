@@ -166,6 +166,8 @@ class Registry(Generic[_T]):
         failed = self._failed.get(key)
         if failed is not None:  # a broken module re-runs on every import attempt (seconds, side effects): once only
             raise self._broken(name, entry, f"could not be imported: {_describe(failed)}") from failed
+        import torch  # noqa: F401  # every plugin needs it: its first import (a second or more) is not the plugin's time
+
         started = time.perf_counter()
         try:
             loaded = entry.entry_point.load()
