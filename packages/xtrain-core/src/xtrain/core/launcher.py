@@ -22,12 +22,15 @@ class Launcher(ABC):
             for workers (spawn, fork) and must receive rank 0's results to stay in sync.
         supports_restarts: Whether it can end and restart the whole group after a failure (``max_restarts``).
         max_restarts: How many times to restart (set from ``Trainer(max_restarts=...)`` before :meth:`launch`).
+        run_name: The run's explicit name (set from ``Trainer(run_name=...)`` with :attr:`max_restarts`), so that a
+            restarting launcher names the run its ranks use rather than an id of its own.
     """
 
     interactive_compatible: ClassVar[bool] = False
     runs_in_caller: ClassVar[bool] = True
     supports_restarts: ClassVar[bool] = False
     max_restarts: int = 0
+    run_name: str | None = None
 
     def check(self) -> None:
         """Raise :class:`~xtrain.core.errors.ConfigError` if this launcher cannot work here (called before launching)."""

@@ -12,6 +12,7 @@ import functools
 import gc
 import itertools
 import os
+import sys
 import traceback
 import weakref
 from abc import ABC
@@ -29,7 +30,8 @@ from xtrain.core._internal.pickling import object_to_tensor, tensor_to_object
 from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.core._internal.watchdog import Watchdog
 from xtrain.core.environment import ClusterEnvironment
-from xtrain.core.errors import ConfigError
+from xtrain.core.errors import ConfigError, SIGTERMException
+from xtrain.core.rank_zero import rank_zero_warn
 from xtrain.core.strategy import ReduceOp, Strategy
 
 __all__ = ["ParallelStrategy"]
@@ -156,9 +158,30 @@ class ParallelStrategy(Strategy, ABC):
         if self.world_size > 1 and self._watchdog is None:
             self._watchdog = Watchdog(self.watchdog_store(), rank=self.global_rank, world_size=self.world_size,
                                       dead_after=self.heartbeat_timeout, on_abort=self._run_abort_handlers,
-                                      hang_timeout=self.hang_timeout)
+                                      hang_timeout=self.hang_timeout,
+                                      collective_timeout=self.timeout.total_seconds(), global_step=self._global_step)
             self._watchdog.start()
             collective_check.install(self.watchdog_store(), rank=self.global_rank, world_size=self.world_size)
+
+    def _global_step(self) -> int | None:
+        """The Trainer's global step, read by the watchdog thread for a hang report (``None`` under the Engine)."""
+        trainer = getattr(self._module, "_trainer", None)
+        step = getattr(trainer, "global_step", None)
+        return step if isinstance(step, int) else None
+
+    @override
+    def set_hang_timeout(self, timeout: float | None) -> None:
+        """Keep the setting, and warn when it cannot work: at or above the process-group timeout, torch's timeout
+        error (which blames a waiting, healthy rank and shows no stacks) comes before any hang report."""
+        super().set_hang_timeout(timeout)
+        collective = self.timeout.total_seconds()
+        if timeout is not None and timeout >= collective:
+            rank_zero_warn(f"hang_timeout={timeout:g} s is not below the strategy's process-group timeout "
+                           f"({collective:g} s, {type(self).__name__}(timeout=...)): a rank that hangs is then ended "
+                           f"by torch's timeout error on a waiting rank, without a hang report. Set hang_timeout "
+                           f"below {collective:g} s, or raise the strategy's timeout, e.g. "
+                           f"{type(self).__name__}(timeout=timedelta(seconds={2 * timeout:g})).",
+                           stacklevel=3)  # the user's Trainer(...) or Engine(...) line
 
     @override
     def add_abort_handler(self, handler: Callable[[], None]) -> None:
@@ -186,7 +209,12 @@ class ParallelStrategy(Strategy, ABC):
     @override
     def on_exception(self, exception: BaseException) -> None:
         collective_check.uninstall()  # the run is over: its last collectives need not match
-        if self._watchdog is not None:
+        if self._watchdog is not None and isinstance(exception, (KeyboardInterrupt, SIGTERMException)):
+            # Stopped from outside, not failed: the other ranks say so and exit with the signal's code.
+            if isinstance(exception, KeyboardInterrupt) and self.global_rank == 0:  # Ctrl-C reaches every rank
+                print("xtrain: detected KeyboardInterrupt, attempting graceful shutdown.", file=sys.stderr, flush=True)
+            self._watchdog.report_interrupt("SIGINT" if isinstance(exception, KeyboardInterrupt) else "SIGTERM")
+        elif self._watchdog is not None:
             details = "".join(traceback.format_exception(type(exception), exception, exception.__traceback__))
             self._watchdog.report_failure(details, caused_by_peer=_peer_failure(exception))
 

@@ -77,6 +77,7 @@ def check_auto(trainer: Trainer, healing: Healing, stage: str, ckpt_path: object
         restarter = any(os.environ.get(v) for v in ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", RESTART_COUNT_ENV))
         if launcher is not None and launcher.supports_restarts:
             launcher.max_restarts = healing.max_restarts
+            launcher.run_name = healing.run_name
         elif launcher is not None or not restarter:
             raise ConfigError("max_restarts", healing.max_restarts, "needs a launcher that starts (and can restart) "
                               f"the ranks; strategy {trainer.strategy.name!r} here has "

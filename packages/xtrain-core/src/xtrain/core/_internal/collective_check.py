@@ -25,7 +25,7 @@ from xtrain.core._internal.hang_report import is_library, write_block
 from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.core.errors import CollectiveMismatchError, ConfigError
 
-__all__ = ["ENV", "CollectiveCheck", "collective_check_enabled", "install", "uninstall"]
+__all__ = ["ENV", "CollectiveCheck", "collective_check_enabled", "install", "own_connection", "uninstall"]
 
 ENV = "XTRAIN_COLLECTIVE_CHECK"
 _ON, _OFF = ("1", "true", "on", "yes"), ("", "0", "false", "off", "no")
@@ -82,7 +82,7 @@ class CollectiveCheck:
         mine = [name, *_layout(tensor), _call_site()]
         self.store.set(f"{seq}/{self.rank}", json.dumps(mine))
         keys = [f"{seq}/{r}" for r in range(self.world_size)]
-        self.store.wait(keys)  # releases the GIL: the hang watchdog sees this rank waiting in ``name``
+        self.store.wait(keys)  # on a connection of its own: the watchdog's heartbeats go on meanwhile
         seen = [json.loads(value) for value in self.store.multi_get(keys)]
         if seq > 1:  # every rank has read the previous fingerprints: they posted this one after doing so
             self.store.delete_key(f"{seq - 1}/{self.rank}")
@@ -105,10 +105,26 @@ def _describe(seq: int, seen: list[list[Any]], *, rank: int) -> str:
     return "\n".join(lines)
 
 
+def own_connection(store: Any) -> Any:
+    """A second client of ``store`` (same server, same prefix) where the store can make one, else ``store``.
+
+    A TCP store client serves one request at a time: a rank blocked in the check's ``wait`` on the watchdog's
+    connection would stop the watchdog's heartbeats, and its neighbour would report it as killed instead of the
+    hang watchdog reporting what it waits in.
+    """
+    clone = getattr(store, "clone", None)
+    if clone is None:
+        return store
+    try:
+        return clone()
+    except Exception:  # noqa: BLE001 - a store that cannot be cloned (a HashStore, Horovod's): share it
+        return store
+
+
 def install(store: Any, *, rank: int, world_size: int) -> None:
     """Turn the check on for this process's collectives (when ``XTRAIN_COLLECTIVE_CHECK`` asks for it)."""
     if world_size > 1 and collective_check_enabled():
-        PROGRESS.checker = CollectiveCheck(store, rank=rank, world_size=world_size)
+        PROGRESS.checker = CollectiveCheck(own_connection(store), rank=rank, world_size=world_size)
 
 
 def uninstall() -> None:

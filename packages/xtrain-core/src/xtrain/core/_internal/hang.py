@@ -3,7 +3,8 @@
 Every half second the watchdog thread samples :data:`~xtrain.core._internal.progress_signal.PROGRESS` and keeps
 the clock of its last change, so the step path never reads a clock. A rank is hung when it made no progress for
 ``hang_timeout`` seconds (the first step of each kind of loop, which compiles and warms up dataloaders, gets
-:data:`FIRST_STEP_FACTOR` times as long) and:
+:data:`FIRST_STEP_FACTOR` times as long, but never more than the process-group timeout less a margin, see
+:func:`first_step_limit`: torch's own timeout error would otherwise come first and blame a healthy rank) and:
 
 * it is not waiting for the other ranks (it is in user code, data loading, a file read...): it is the culprit; or
 * it waits in a collective and no rank at all made progress for as long. Progress of any rank is one counter on
@@ -23,10 +24,12 @@ from typing import Any
 from xtrain.core._internal.progress_signal import PROGRESS, ProgressSignal
 from xtrain.core.errors import ConfigError
 
-__all__ = ["DEFAULT_HANG_TIMEOUT", "FIRST_STEP_FACTOR", "HangMonitor", "parse_hang_timeout"]
+__all__ = ["DEFAULT_HANG_TIMEOUT", "FIRST_STEP_FACTOR", "MIN_HANG_TIMEOUT", "HangMonitor", "first_step_limit",
+           "parse_hang_timeout", "report_margin"]
 
 DEFAULT_HANG_TIMEOUT = 900.0
 FIRST_STEP_FACTOR = 4.0
+MIN_HANG_TIMEOUT = 1.0  # the watchdog samples progress every 0.5 s: a shorter limit cannot be measured
 _PROGRESS_KEY = "progress"
 _COLD_KEY = "cold"
 
@@ -41,7 +44,31 @@ def parse_hang_timeout(value: Any) -> float | None:
         raise ConfigError("hang_timeout", value, "must be a positive number of seconds, a timedelta, or None.",
                           fix=f"write hang_timeout={DEFAULT_HANG_TIMEOUT:.0f} (15 minutes, the default), or "
                               f"hang_timeout=None to turn hang detection off.")
+    if seconds < MIN_HANG_TIMEOUT:
+        raise ConfigError("hang_timeout", value, f"is below the minimum of {MIN_HANG_TIMEOUT:g} s: the watchdog "
+                          "samples progress every 0.5 s, and a healthy rank would be reported as hung while it "
+                          "starts.", fix=f"write hang_timeout={DEFAULT_HANG_TIMEOUT:.0f} (15 minutes, the default), "
+                          "a few seconds at least for a test, or hang_timeout=None to turn hang detection off.")
     return float(seconds)
+
+
+def report_margin(collective_timeout: float) -> float:
+    """How long before the process-group timeout a hang must be detected: its report needs a few seconds to gather
+    every rank's stacks before torch's timeout error ends the waiting ranks (10 %, between 5 s and 1 min)."""
+    return min(max(0.1 * collective_timeout, 5.0), 60.0)
+
+
+def first_step_limit(timeout: float, collective_timeout: float | None) -> float:
+    """The first step's allowance: :data:`FIRST_STEP_FACTOR` x ``timeout``, capped below the process-group timeout.
+
+    A first step that hangs (a barrier or ``sync_dist`` that only some ranks reach in step 0) must be reported before
+    torch's timeout makes the waiting rank fail with an error that blames it. The cap never goes below ``timeout``
+    itself (a ``hang_timeout`` at or above the process-group timeout is warned about when it is set).
+    """
+    limit = FIRST_STEP_FACTOR * timeout
+    if collective_timeout is None:
+        return limit
+    return max(timeout, min(limit, collective_timeout - report_margin(collective_timeout)))
 
 
 class HangMonitor:
@@ -52,13 +79,15 @@ class HangMonitor:
         timeout: ``hang_timeout`` in seconds.
         thread_id: The thread that trains (the one that started the watchdog).
         signal: The progress signal (the process's own by default).
+        collective_timeout: The strategy's process-group timeout in seconds, which caps the first step's allowance
+            (``None``: no cap).
     """
 
     def __init__(self, store: Any, *, timeout: float, thread_id: int, now: float,
-                 signal: ProgressSignal = PROGRESS) -> None:
+                 signal: ProgressSignal = PROGRESS, collective_timeout: float | None = None) -> None:
         self.store = store
         self.timeout = timeout
-        self.first_step = FIRST_STEP_FACTOR * timeout
+        self.first_step = first_step_limit(timeout, collective_timeout)
         self.thread_id = thread_id
         self.signal = signal
         self.last_count, self.last_change = signal.count, now

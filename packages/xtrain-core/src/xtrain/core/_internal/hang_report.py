@@ -26,7 +26,7 @@ from typing import IO, Any
 from xtrain.core._internal.progress_signal import PROGRESS, ProgressSignal
 
 __all__ = ["ThreadState", "WorkerStacks", "end_workers", "format_summary", "is_library", "main_thread_state",
-           "rank_report", "stack_block", "write_block"]
+           "rank_report", "stack_block", "stuck_ranks", "where", "write_block"]
 
 _WORKER_SIGNAL = getattr(signal, "SIGUSR2", None)
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<name>\S+)')
@@ -188,20 +188,36 @@ def write_block(text: str) -> None:
 
 
 def rank_report(rank: int, host: str, *, state: ThreadState | None, stalled: float,
-                workers: list[tuple[int, str]]) -> dict[str, Any]:
+                workers: list[tuple[int, str]], global_step: int | None = None) -> dict[str, Any]:
     """What this rank tells the reporter (JSON-ready): where its training thread is and what it last did."""
     return {"rank": rank, "host": host, "pid": os.getpid(), "stalled": stalled, "phase": PROGRESS.phase,
-            "steps": PROGRESS.steps, "waiting": state.waiting if state else None,
+            "steps": PROGRESS.steps, "phase_steps": PROGRESS.phase_steps, "global_step": global_step,
+            "waiting": state.waiting if state else None,
             "doing": state.doing if state else "unknown (hang detection is off on this rank)",
             "user_frame": state.user_frame if state else None, "collective": PROGRESS.collective_name,
             "collectives": PROGRESS.collectives, "in_collective": PROGRESS.depth > 0,
             "workers": [{"pid": pid, "frame": innermost_user_frame(text)} for pid, text in workers]}
 
 
+def where(report: dict[str, Any]) -> str:
+    """The loop position of a rank's report: the global step, and the batches done when it evaluates.
+
+    Counted steps of every loop (sanity check and validation batches included) would not match ``global_step``.
+    """
+    phase, batch, step = report["phase"], report.get("phase_steps"), report.get("global_step")
+    at_step = f"global step {step}" if step is not None else None
+    if phase == "setup":
+        return "in setup" + (f" (at {at_step})" if at_step else "")
+    if phase == "train" and at_step:
+        return f"in train at {at_step}"
+    if batch is None:
+        return f"in {phase} after {report['steps']} steps"
+    return f"in {phase} after {batch} batches" + (f" ({at_step})" if at_step else "")
+
+
 def _rank_line(report: dict[str, Any]) -> str:
     who = f"rank {report['rank']} (host {report['host']}, pid {report['pid']})"
-    line = f"{who}: no progress for {report['stalled']:.1f} s, in {report['phase']} after {report['steps']} steps; " \
-           f"{report['doing']}"
+    line = f"{who}: no progress for {report['stalled']:.1f} s, {where(report)}; {report['doing']}"
     if report.get("user_frame"):
         line += f"; innermost user code: {report['user_frame']}"
     if "DataLoader" in report["doing"]:
@@ -213,10 +229,15 @@ def _rank_line(report: dict[str, Any]) -> str:
     return line
 
 
+def stuck_ranks(reports: dict[int, dict[str, Any]]) -> list[int]:
+    """The ranks that are not waiting for other ranks (the culprits of a hang)."""
+    return [r for r in sorted(reports) if reports[r]["waiting"] is None]
+
+
 def format_summary(reports: dict[int, dict[str, Any]], *, world_size: int, reporter: int, reason: str,
                    timeout: float) -> str:
     """The one summary: stuck ranks first, then the ranks waiting for them, then ranks that did not answer."""
-    stuck = [r for r in sorted(reports) if reports[r]["waiting"] is None]
+    stuck = stuck_ranks(reports)
     waiting = [r for r in sorted(reports) if reports[r]["waiting"] is not None]
     lines = ["", "=" * 100,
              f"xtrain: HANG DETECTED by rank {reporter}: {reason} (hang_timeout={timeout:g} s).",

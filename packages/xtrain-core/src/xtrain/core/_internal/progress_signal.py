@@ -27,11 +27,12 @@ class ProgressSignal:
     """Counters the watchdog samples; see the module docstring."""
 
     __slots__ = ("_checked", "_next", "_tensor", "checker", "collective_name", "collectives", "count", "depth", "phase",
-                 "stepped", "steps")
+                 "phase_steps", "stepped", "steps")
 
     def __init__(self) -> None:
         self.count = 0
         self.steps = 0
+        self.phase_steps = 0  # steps since the last begin(): the batch a hang report names in an evaluation
         self.phase = "setup"
         self.stepped = ""
         self.collectives = 0
@@ -49,12 +50,14 @@ class ProgressSignal:
     def begin(self, phase: str) -> None:
         """A loop of kind ``phase`` starts; until its first step ends it runs under the first-step allowance."""
         self.phase = phase
+        self.phase_steps = 0
         self.count += 1
 
     def step(self, phase: str) -> None:
         """A step (or evaluation batch) of kind ``phase`` finished."""
         self.phase = self.stepped = phase
         self.steps += 1
+        self.phase_steps += 1
         self.count += 1
 
     def collective(self, name: str, tensor: Any = None, *, checked: bool = True) -> ProgressSignal:

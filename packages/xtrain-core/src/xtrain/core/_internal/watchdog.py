@@ -1,6 +1,7 @@
 """Fail-fast across ranks: one small thread per rank, talking through the rendezvous store.
 
-* A rank that raises writes ``abort`` (its rank and traceback) to the store before it exits.
+* A rank that raises writes ``abort`` (its rank and traceback) to the store before it exits. The others print that
+  traceback and end at once (their abort handler flushes the loggers before any collective error reaches them).
 * Every rank bumps its heartbeat counter every ``interval`` seconds and watches one neighbour's counter; a counter
   that stops moving for ``dead_after`` seconds means the neighbour was killed (SIGKILL, OOM) or hung, and the
   watcher writes ``abort`` on its behalf.
@@ -13,7 +14,11 @@
   so no frozen process outlives the run (on another node nobody else could end it).
 * With ``hang_timeout``, the same thread detects a rank that stopped making progress (``_internal/hang.py``) and
   writes ``abort`` as ``hang``: every rank then prints the stacks of its threads and dataloader workers, reports
-  its state, the detecting rank prints one summary, and every rank exits with code 1.
+  its state, the detecting rank prints one summary, and every rank exits with code 1. The stuck rank records the
+  hang for a restarting launcher (``XTRAIN_FAILURE_DIR``), which then names it rather than a rank that lost it.
+* A rank stopped by SIGINT (Ctrl-C) or by SIGTERM before training writes ``abort`` as ``interrupt``: that is not a
+  failure, so the others say the run was interrupted, print no traceback, and exit with the signal's code (130 or
+  143) rather than 1.
 
 This works whoever launched the ranks (xtrain, torchrun, SLURM, mpirun) and across nodes, because it needs nothing
 but the store every rank already connects to. Watching one neighbour keeps the store's load constant per rank.
@@ -39,20 +44,29 @@ from xtrain.core._internal.hang_report import (
     main_thread_state,
     rank_report,
     stack_block,
+    stuck_ranks,
+    where,
     write_block,
 )
 from xtrain.core._internal.progress_signal import PROGRESS
+from xtrain.core.restarts import write_failure
 
-__all__ = ["ABORT_EXIT_CODE", "Watchdog"]
+__all__ = ["ABORT_EXIT_CODE", "INTERRUPT_EXIT_CODES", "Watchdog"]
 
 ABORT_EXIT_CODE = 1
+INTERRUPT_EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}  # the shell's 128 + signal number
 _ABORT = "abort"
 _HANG = "hang"
+_INTERRUPT = "interrupt"
 _GATHER_S = 8.0
 _EXIT_S = 12.0
 _FROZEN_GRACE_S = 30.0
 _REARM_S = 5.0
 _OWN_END_S = 10.0  # how long a rank that failed itself (Ctrl-C on every rank) may take to end its own run
+
+
+
+
 
 
 def _default_dead_after() -> float:
@@ -70,11 +84,16 @@ class Watchdog:
         dead_after: Seconds without a neighbour heartbeat before it is declared gone.
         on_abort: Called (best effort) before this rank exits because another failed, e.g. to flush logs.
         hang_timeout: Seconds without progress before this rank counts as hung (``None``: no hang detection).
+        collective_timeout: The process-group timeout in seconds: the first step's allowance stays below it, so the
+            hang report comes before torch's timeout error (``None``: no cap).
+        global_step: Returns the training loop's global step (``None`` where there is none, e.g. the Engine), for
+            the hang report and a restarting launcher's record.
     """
 
     def __init__(self, store: Any, *, rank: int, world_size: int, interval: float = 0.5,
                  dead_after: float | None = None, on_abort: Callable[[], None] | None = None,
-                 hang_timeout: float | None = None) -> None:
+                 hang_timeout: float | None = None, collective_timeout: float | None = None,
+                 global_step: Callable[[], int | None] | None = None) -> None:
         self.store = store
         self.rank = rank
         self.world_size = world_size
@@ -87,6 +106,8 @@ class Watchdog:
         self._own_failure = False
         self.shutting_down = False
         self.hang_timeout = hang_timeout
+        self.collective_timeout = collective_timeout
+        self._global_step = global_step
         self._hang: HangMonitor | None = None
         self._workers = WorkerStacks()
         self._enabled_faulthandler = False
@@ -102,7 +123,7 @@ class Watchdog:
         if self.hang_timeout is not None:
             PROGRESS.begin("setup")
             self._hang = HangMonitor(self.store, timeout=self.hang_timeout, thread_id=threading.get_ident(),
-                                     now=time.monotonic())
+                                     now=time.monotonic(), collective_timeout=self.collective_timeout)
             self._workers.install()
         self._thread = threading.Thread(target=self._run, name=f"xtrain-watchdog-rank{self.rank}", daemon=True)
         self._thread.start()
@@ -162,6 +183,21 @@ class Watchdog:
         except Exception:  # noqa: BLE001 - the process is failing anyway; nothing more to do
             pass
 
+    def report_interrupt(self, signal_name: str) -> None:
+        """Tell every rank that this one was interrupted (``"SIGINT"``: Ctrl-C, ``"SIGTERM"`` before training).
+
+        It is not a failure: the other ranks print one line instead of a traceback and exit with the signal's code,
+        so a scheduler that restarts on 143 sees 143, and Ctrl-C ends the job with 130 as in a shell.
+        """
+        if self._reported:
+            return
+        self._reported = True
+        self._own_failure = True
+        try:
+            self.store.compare_set(_ABORT, "", f"{_INTERRUPT}\n{self.rank}\n{signal_name}")
+        except Exception:  # noqa: BLE001 - the process is stopping anyway; nothing more to do
+            pass
+
     def _arm_freeze_exit(self) -> None:
         """Exit (with every thread's stack) if this thread does not run again for a while; see the module docstring."""
         try:
@@ -208,6 +244,8 @@ class Watchdog:
         failed, _, details = abort_value.partition("\n")
         if failed == _HANG:
             self._end_hung_run(details)
+        if failed == _INTERRUPT:
+            self._end_interrupted_run(details)
         if failed == str(self.rank):
             return
         if self._own_failure and self._stop.wait(_OWN_END_S):
@@ -217,15 +255,42 @@ class Watchdog:
         sys.stderr.flush()
         self._exit()
 
-    def _exit(self) -> NoReturn:
-        """Run the abort handler (best effort), end the dataloader workers and leave with the abort exit code."""
+    def _exit(self, code: int = ABORT_EXIT_CODE) -> NoReturn:
+        """Run the abort handler (best effort), end the dataloader workers and leave with ``code``."""
         if self.on_abort is not None:
             try:
                 self.on_abort()
             except Exception:  # noqa: BLE001 - exiting regardless
                 pass
         end_workers()
-        os._exit(ABORT_EXIT_CODE)
+        os._exit(code)
+
+    def _end_interrupted_run(self, details: str) -> None:
+        """Another rank was interrupted: say so (no traceback, it is not a failure) and exit with the signal's code."""
+        rank, _, signal_name = details.partition("\n")
+        if rank == str(self.rank):
+            return
+        if self._own_failure and self._stop.wait(_OWN_END_S):
+            return  # interrupted too (Ctrl-C reaches every rank) and ended its own run meanwhile
+        what = "KeyboardInterrupt (SIGINT, Ctrl-C)" if signal_name == "SIGINT" else signal_name
+        sys.stderr.write(f"\nxtrain: detected {what} on rank {rank}: the run was interrupted, not failed; "
+                         f"stopping rank {self.rank} (pid {os.getpid()}).\n")
+        sys.stderr.flush()
+        self._exit(INTERRUPT_EXIT_CODES.get(signal_name, ABORT_EXIT_CODE))
+
+    def _step(self) -> int | None:
+        if self._global_step is None:
+            return None
+        try:
+            return self._global_step()
+        except Exception:  # noqa: BLE001 - the trainer may be half set up; the report goes on without it
+            return None
+
+    def _record_hang(self, report: dict[str, Any], why: str) -> None:
+        """Record the hang as this rank's failure for a restarting launcher (so it names this rank, not a victim)."""
+        frame = report.get("user_frame")
+        write_failure(rank=self.rank, step=report.get("global_step"), start_step=None,
+                      error=f"Hang: {why}, {where(report)}" + (f", innermost user code {frame}" if frame else ""))
 
     def _end_hung_run(self, details: str) -> None:
         """Take part in the hang report (stacks, state), let the detecting rank print the summary, then exit."""
@@ -238,7 +303,10 @@ class Watchdog:
             workers = self._workers.collect()
             write_block(stack_block(self.rank, host, workers))
             end_workers()
-            report = rank_report(self.rank, host, state=state, stalled=stalled, workers=workers)
+            report = rank_report(self.rank, host, state=state, stalled=stalled, workers=workers,
+                                 global_step=self._step())
+            if state is not None and state.waiting is None:
+                self._record_hang(report, "no progress (stuck, not waiting for other ranks)")
             self.store.set(f"{_HANG}/{self.rank}", json.dumps(report))
             if reporter == str(self.rank):
                 self._print_summary(reason)
@@ -264,5 +332,10 @@ class Watchdog:
                 break
             time.sleep(self.interval / 5)
         timeout = self.hang_timeout or 0.0
+        if self.rank in reports and not stuck_ranks(reports):  # no rank recorded the hang as its own
+            missing = [str(r) for r in range(self.world_size) if r not in reports]
+            why = (f"rank {', '.join(missing)} gave no report (frozen, or a C call holds its GIL)" if missing
+                   else "every rank waits in a collective and they do not match")
+            self._record_hang(reports[self.rank], why)
         write_block(format_summary(reports, world_size=self.world_size, reporter=int(self.rank), reason=reason,
                                    timeout=timeout))

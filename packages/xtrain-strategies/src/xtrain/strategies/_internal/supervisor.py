@@ -9,12 +9,15 @@ code, so the code after ``fit`` runs in rank 0's process, not twice.
 A failure is described by the failed rank's record (its step and exception, written by the Trainer) or by the
 signal that killed it. When two failures in a row are the same (same step and error, or the same signal with no
 newer checkpoint between them), retrying cannot help: the supervisor stops early and says the failure is
-deterministic.
+deterministic. Errors are compared without what changes between attempts of one failure (addresses, ports, pids,
+durations: gloo's "Connection closed by peer [127.0.0.1]:9140" gets a new port every attempt). A hang is recorded by
+the rank the hang report calls stuck, and that rank is named, not a rank whose collective failed when it was ended.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -38,10 +41,27 @@ from xtrain.core.restarts import (
 )
 from xtrain.strategies._internal.pdeathsig import preexec_die_with_parent
 
-__all__ = ["Failure", "supervise"]
+__all__ = ["Failure", "normalized_error", "supervise"]
 
 _POLL_S = 0.05
 _SETTLE_S = 0.5  # after the first failure, how long other ranks may take to report theirs before the cause is chosen
+_HANG_PREFIX = "Hang: "  # the error a hung rank records (xtrain.core._internal.watchdog)
+_VARYING = (
+    re.compile(r"\[?(?:\d{1,3}\.){3}\d{1,3}\]?(?::\d+)?"),  # IPv4 address, optional port
+    re.compile(r"\[[0-9a-fA-F:]*:[0-9a-fA-F:.]*\](?::\d+)?"),  # [IPv6]:port
+    re.compile(r"0x[0-9a-fA-F]+"),  # addresses of objects
+    re.compile(r"(?<![\w.])\d{4,}(?:\.\d+)?(?![\w.])"),  # ports, pids, timestamps
+    re.compile(r"\d+\.\d+ ?(?:m?s|seconds?)\b"),  # measured durations
+)
+
+
+def normalized_error(error: str) -> str:
+    """``error`` without what differs between attempts of the same failure: addresses, ports, pids (numbers of 4
+    digits or more), hex object addresses and measured durations. Small numbers (a step, a rank, a shape) stay:
+    ``"attempt 1"`` and ``"attempt 2"`` are different failures."""
+    for pattern in _VARYING:
+        error = pattern.sub("#", error)
+    return error
 
 
 @dataclass(frozen=True)
@@ -72,7 +92,7 @@ class Failure:
             return None if start is None else ("signal", self.signal_name, start)
         if record is None or record.step is None or not record.error:
             return None
-        return ("error", record.step, record.error)
+        return ("error", record.step, normalized_error(record.error))
 
     def describe(self) -> str:
         where = f" at step {self.step}" if self.step is not None else (
@@ -83,9 +103,13 @@ class Failure:
 
 def supervise(*, command: list[str], num_processes: int, max_restarts: int, base_env: Mapping[str, str],
               child_env: Callable[[int], dict[str, str]], global_rank: Callable[[int], int],
-              new_port: Callable[[], int]) -> NoReturn:
-    """Run the group until it succeeds or ``max_restarts`` restarts are spent; exit with its code."""
-    identity = run_identity()
+              new_port: Callable[[], int], run_name: str | None = None) -> NoReturn:
+    """Run the group until it succeeds or ``max_restarts`` restarts are spent; exit with its code.
+
+    ``run_name`` (``Trainer(run_name=...)``) names the run in the log as the ranks name it: they prefer it to the
+    ``XTRAIN_RUN_ID`` exported here.
+    """
+    identity = run_identity(run_name)
     run_id = identity.name if identity else f"restart-group-{uuid.uuid4().hex[:12]}"
     folder = tempfile.mkdtemp(prefix="xtrain-restarts-")
     stopping: list[int] = []
@@ -167,9 +191,11 @@ def _watch(procs: list[subprocess.Popen[bytes]], folder: str, global_rank: Calla
         written = _mtime(Path(folder) / f"rank{rank}.json") if has_error else float("inf")
         exit_code = first_code if code in (None, 0) else code
         assert exit_code is not None
-        # A rank killed by a signal is a cause; otherwise the first to record an error (the others then failed in
-        # a collective with it, or were ended by the fail-fast watchdog), even if it is still tearing down.
-        candidates.append(((0 if name else 1, written, local),
+        # A rank killed by a signal is a cause, then a rank the hang report found stuck; otherwise the first to
+        # record an error (the others then failed in a collective with it, or were ended by the fail-fast
+        # watchdog), even if it is still tearing down.
+        hung = has_error and record is not None and record.error.startswith(_HANG_PREFIX)
+        candidates.append(((0 if name else 1 if hung else 2, written, local),
                            Failure(rank, 128 - exit_code if exit_code < 0 else exit_code, name, record)))
     return min(candidates, key=lambda item: item[0])[1]
 

@@ -36,6 +36,7 @@ __all__ = ["SubprocessScriptLauncher", "reexec_command"]
 
 _POLL_S = 0.1
 _SIGTERM_STOP = SIGTERMException.exit_code
+_SIGINT_STOP = 128 + signal.SIGINT  # the shell's code for a job ended by Ctrl-C
 _CAUSE_WINDOW_S = 1.0
 
 
@@ -161,7 +162,7 @@ class SubprocessScriptLauncher(Launcher):
                 "NODE_RANK": str(node_rank), "WORLD_SIZE": str(self.num_processes * self.num_nodes),
                 "LOCAL_WORLD_SIZE": str(self.num_processes), "XTRAIN_LAUNCHER_PID": str(os.getpid())}
         supervise(command=reexec_command(strategy=self.strategy_name), num_processes=self.num_processes,
-                  max_restarts=self.max_restarts,
+                  max_restarts=self.max_restarts, run_name=self.run_name,
                   base_env=base, child_env=self._child_environment,
                   global_rank=lambda local: self._global_rank(node_rank, local), new_port=find_free_port)
 
@@ -191,6 +192,11 @@ class SubprocessScriptLauncher(Launcher):
         if self._caller_failed:
             return
         rank = self._global_rank(node_rank, local_rank)
+        if code in (-signal.SIGINT, _SIGINT_STOP):  # Ctrl-C: the job was interrupted, no rank failed
+            sys.stderr.write(f"\nxtrain: rank {rank} (local rank {local_rank}, pid {proc.pid}) was interrupted "
+                             f"(SIGINT, Ctrl-C); stopped the other ranks on this node.\n")
+            sys.stderr.flush()
+            os._exit(_SIGINT_STOP)
         how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
         sys.stderr.write(f"\nxtrain: rank {rank} (local rank {local_rank}, pid {proc.pid}) {how}; stopped the "
                          f"other ranks on this node. Its traceback, if it had one, is above.\n")
