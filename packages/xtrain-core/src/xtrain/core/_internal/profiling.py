@@ -79,7 +79,7 @@ def profiling(profiler: Profiler, trainer: Trainer, *, stage: str) -> Iterator[N
 
     strategy = trainer.strategy
     if isinstance(profiler, PyTorchProfiler):
-        profiler._bind(trainer.module, _stage_steps(trainer, stage))
+        profiler.bind_run(trainer.module, _stage_steps(trainer, stage))
     profiler.setup(stage=stage, global_rank=trainer.global_rank, log_dir=Path(trainer.log_dir))
     run_step = strategy.run_step
 

@@ -132,9 +132,9 @@ class PyTorchProfiler(Profiler):
 
         return ProfilerActivity.CUDA in activities if activities else torch.cuda.is_available()
 
-    def _bind(self, module: torch.nn.Module | None, steps: float | None) -> None:
+    def bind_run(self, module: torch.nn.Module | None, steps: float | None) -> None:
         """The Trainer's module (for ``record_module_names``) and how many steps the coming stage runs (per epoch,
-        when fitting), before :meth:`setup`."""
+        when fitting), told by the Trainer before :meth:`setup` (a profiler used outside a Trainer may call it)."""
         self._module, self._stage_steps = module, steps
 
     @override
