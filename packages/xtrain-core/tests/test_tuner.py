@@ -9,34 +9,10 @@ from typing import Any
 
 import pytest
 import torch
-from torch.utils.data import DataLoader
 
+from tuner_helpers import Budgeted
 from xtrain.core import ConfigError, Trainer
-from xtrain.core.testing import TinyClassifier, tiny_dataset
 from xtrain.core.tuner import Tuner
-
-
-class Budgeted(TinyClassifier):
-    """Reads its batch size from ``self.batch_size``; batches above ``budget`` samples raise an out-of-memory error,
-    as a device would (the memory budget of this CPU test)."""
-
-    def __init__(self, budget: int | None = None, lr: float = 0.05) -> None:
-        super().__init__(lr=lr)
-        self.batch_size = 4
-        self.budget = budget
-        self.sizes: list[int] = []
-        self.net.register_forward_pre_hook(self._check_budget)
-
-    def _check_budget(self, module: torch.nn.Module, args: tuple[torch.Tensor, ...]) -> None:
-        self.sizes.append(args[0].shape[0])
-        if self.budget is not None and args[0].shape[0] > self.budget:
-            raise torch.OutOfMemoryError(f"tried to allocate a batch of {args[0].shape[0]} (budget {self.budget})")
-
-    def train_dataloader(self) -> DataLoader[Any]:
-        return DataLoader(tiny_dataset(128), batch_size=self.batch_size, shuffle=True)
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.SGD(self.parameters(), lr=self.hparams["lr"], momentum=0.9)
 
 
 def _trained(module: Budgeted) -> Trainer:
@@ -71,7 +47,7 @@ def _assert_same(before: dict[str, Any], module: torch.nn.Module, trainer: Train
 
 def test_lr_find_suggests_a_rate_plots_it_and_leaves_everything_as_it_was(tmp_path: Path) -> None:
     torch.manual_seed(0)
-    module = Budgeted()
+    module = Budgeted(n=128, shuffle=True, batch_size=4, lr=0.05, momentum=0.9)
     module.batch_size = 32  # batches large enough for a smooth curve
     trainer = _trained(module)
     before = _snapshot(module, trainer)
@@ -103,7 +79,7 @@ def test_lr_find_follows_lightnings_schedule_smoothing_and_suggestion() -> None:
 
 def test_lr_find_updates_the_learning_rate_hyperparameter() -> None:
     torch.manual_seed(0)
-    module = Budgeted()
+    module = Budgeted(n=128, shuffle=True, batch_size=4, lr=0.05, momentum=0.9)
     trainer = _trained(module)
     result = Tuner(trainer).lr_find(module, min_lr=1e-4, max_lr=1.0, num_training=20, early_stop_threshold=None)
     assert len(result.lrs) == 20 and not result.stopped_early
@@ -116,7 +92,7 @@ def test_lr_find_updates_the_learning_rate_hyperparameter() -> None:
                                                           # 48 fits; Lightning's default margin of 5% takes it to 45
                                                           ("binsearch", 45, [2, 4, 8, 16, 32, 64, 48, 56, 52, 50, 49])])
 def test_scale_batch_size_under_a_memory_budget(mode: str, expected: int, trials: list[int]) -> None:
-    module = Budgeted()
+    module = Budgeted(n=128, shuffle=True, batch_size=4, lr=0.05, momentum=0.9)
     trainer = _trained(module)
     before = _snapshot(module, trainer)
     module.budget, module.sizes = 48, []
@@ -128,7 +104,7 @@ def test_scale_batch_size_under_a_memory_budget(mode: str, expected: int, trials
 
 
 def test_scale_batch_size_stops_when_one_batch_holds_the_data() -> None:
-    module = Budgeted()
+    module = Budgeted(n=128, shuffle=True, batch_size=4, lr=0.05, momentum=0.9)
     trainer = _trained(module)
     assert Tuner(trainer).scale_batch_size(module, init_val=16, steps_per_trial=1) == 128
     module.budget = 0  # not even one sample fits (a budget of 1 falls back to 1, as Lightning's)

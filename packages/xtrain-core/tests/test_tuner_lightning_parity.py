@@ -16,32 +16,10 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
+from tuner_helpers import Budgeted
 from xtrain.core import ConfigError, DataModule, Trainer
 from xtrain.core.testing import TinyClassifier, tiny_dataset
 from xtrain.core.tuner import LRFinder, Tuner
-
-
-class Budgeted(TinyClassifier):
-    """Builds its loaders from ``self.batch_size``; a batch above ``budget`` samples raises the out-of-memory error a
-    device would (the memory budget of these CPU tests). ``sizes`` records every batch size seen."""
-
-    def __init__(self, budget: int | None = None, n: int = 1024, shuffle: bool = False) -> None:
-        super().__init__(lr=0.1)
-        self.batch_size = 2
-        self.budget, self.n, self.shuffle = budget, n, shuffle
-        self.sizes: list[int] = []
-        self.net.register_forward_pre_hook(self._check_budget)
-
-    def _check_budget(self, module: torch.nn.Module, args: tuple[torch.Tensor, ...]) -> None:
-        self.sizes.append(args[0].shape[0])
-        if self.budget is not None and args[0].shape[0] > self.budget:
-            raise torch.OutOfMemoryError(f"CUDA out of memory (simulated budget {self.budget})")
-
-    def train_dataloader(self) -> DataLoader[Any]:
-        return DataLoader(tiny_dataset(self.n), batch_size=self.batch_size, shuffle=self.shuffle)
-
-    def val_dataloader(self) -> DataLoader[Any]:
-        return DataLoader(tiny_dataset(self.n, seed=1), batch_size=self.batch_size)
 
 
 def _trainer(**kwargs: Any) -> Trainer:
@@ -143,11 +121,14 @@ def test_lr_find_stops_when_the_trainers_epochs_run_out(capsys: pytest.CaptureFi
     suggestion and leaves lr at 0.1 (xtrain ran 20 steps and set lr to 0.158)."""
     module = Budgeted(n=64)
     module.batch_size = 8
-    with pytest.warns(UserWarning, match="no suggestion"):
+    with pytest.warns(UserWarning, match="no suggestion") as tuned:
         result = Tuner(_trainer(max_epochs=1)).lr_find(module, num_training=20)
     assert len(result.lrs) == len(result.losses) == 8 and not result.stopped_early
-    with pytest.warns(UserWarning, match="no suggestion"):
+    with pytest.warns(UserWarning, match="no suggestion") as asked:
         assert result.suggestion() is None
+    with pytest.warns(UserWarning, match="no suggestion") as plotted:
+        result.plot(suggest=True)
+    assert {w.filename for w in [*tuned, *asked, *plotted]} == {__file__}  # each names the user's line
     assert module.hparams["lr"] == 0.1
     assert "ended the test after 8 of num_training=20 steps" in capsys.readouterr().out
     limited = Tuner(_trainer(max_epochs=3, limit_train_batches=2)).lr_find(module, num_training=20,

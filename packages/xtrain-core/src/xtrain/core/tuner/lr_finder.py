@@ -59,18 +59,16 @@ class LRFinder:
             return self.min_lr + fraction * (self.max_lr - self.min_lr)
         return float(self.min_lr * (self.max_lr / self.min_lr) ** fraction)
 
-    def suggestion(self, skip_begin: int = 10, skip_end: int = 1) -> float | None:
+    def suggestion(self, skip_begin: int = 10, skip_end: int = 1, *, stacklevel: int = 2) -> float | None:
         """The learning rate where the smoothed loss has its steepest negative slope against the learning rate.
 
         ``skip_begin``/``skip_end`` ignore the noisy first and diverging last points. Computed as Lightning's
         (``torch.gradient`` over the rates), so both suggest the same rate; the arguments may be positional, as in
         Lightning. With fewer than two finite points left (a short test: the Trainer's ``max_epochs`` or the data
         ran out first) there is no suggestion: ``None``, with a warning saying why, as Lightning logs an error.
+        ``stacklevel`` is the frame that warning names (2: the caller; code that asks on a user's behalf, such as
+        ``Tuner.lr_find``, passes more so that it names the user's line).
         """
-        return self._suggest(skip_begin, skip_end, stacklevel=3)
-
-    def _suggest(self, skip_begin: int, skip_end: int, *, stacklevel: int) -> float | None:
-        """``suggestion``, warning ``stacklevel`` frames up, so the warning names the user's line that asked."""
         import torch
 
         kept = [(i, lr, loss) for i, (lr, loss) in enumerate(zip(self.lrs, self.losses, strict=True))
@@ -125,7 +123,7 @@ class LRFinder:
             axes.set_xscale("log")
         axes.set_xlabel("learning rate")
         axes.set_ylabel("loss (smoothed)")
-        best = self._suggest(10, 1, stacklevel=3) if suggest else None
+        best = self.suggestion(10, 1, stacklevel=3) if suggest else None
         if best is not None:
             index = self.lrs.index(best)
             axes.plot(best, self.losses[index], marker="o", markersize=8, color="red", label=f"suggested: {best:.2e}")

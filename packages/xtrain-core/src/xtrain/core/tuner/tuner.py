@@ -98,7 +98,7 @@ class Tuner:
                            f"limit_train_batches={trainer.limit_train_batches}) ended the test after {steps} of "
                            f"num_training={num_training} steps.")
         if update_attr:
-            suggestion = result._suggest(10, 1, stacklevel=3)
+            suggestion = result.suggestion(10, 1, stacklevel=3)
             if suggestion is not None:
                 _set_attr(model, target, suggestion)
                 rank_zero_info(f"lr_find: set {type(model).__name__}.{target} to {suggestion}.")
