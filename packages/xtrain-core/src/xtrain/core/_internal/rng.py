@@ -12,8 +12,12 @@ import torch
 __all__ = ["collect_rng_states", "restore_rng_states"]
 
 
-def collect_rng_states() -> dict[str, Any]:
-    """The states of Python's, NumPy's (when imported) and torch's global generators, as checkpoint-safe values."""
+def collect_rng_states(*, cuda: bool = False) -> dict[str, Any]:
+    """The states of Python's, NumPy's (when imported) and torch's global generators, as checkpoint-safe values.
+
+    CUDA's are included when CUDA is initialised, or with ``cuda`` when it is available (code about to initialise it,
+    such as a tuning trial on a CUDA device, must capture them before).
+    """
     version, internal, gauss = random.getstate()
     # The 625 words as one bytes value: a list of ints costs torch.save a Python call per int, each epoch.
     words = struct.pack(f"<{len(internal)}I", *internal)
@@ -24,7 +28,7 @@ def collect_rng_states() -> dict[str, Any]:
         # int64, not uint32: a uint32 tensor does not survive a plain pickle (torch 2.13), and the states of all
         # ranks travel through all_gather_object, which pickles.
         states["numpy"] = [kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)]
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if torch.cuda.is_available() and (cuda or torch.cuda.is_initialized()):
         states["cuda"] = torch.cuda.get_rng_state_all()
     return states
 

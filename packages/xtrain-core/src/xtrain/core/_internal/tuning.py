@@ -3,14 +3,14 @@ leaving the global random state untouched."""
 
 from __future__ import annotations
 
-import random
-import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
 import torch
+
+from xtrain.core._internal.rng import collect_rng_states, restore_rng_states
 
 if TYPE_CHECKING:
     from xtrain.core.callbacks.callback import Callback
@@ -54,21 +54,11 @@ def isolated_rng(trainer: Trainer) -> Iterator[None]:
     import during the block seeds it afresh, so there is nothing to restore), and every CUDA device's when CUDA is
     initialised or about to be (the trials run on a CUDA device).
     """
-    cpu = torch.get_rng_state()
-    python = random.getstate()
-    numpy = sys.modules.get("numpy")
-    numpy_state = numpy.random.get_state() if numpy is not None else None
-    uses_cuda = torch.cuda.is_initialized() or trainer.strategy.root_device.type == "cuda"
-    cuda = torch.cuda.get_rng_state_all() if uses_cuda and torch.cuda.is_available() else None
+    states = collect_rng_states(cuda=trainer.strategy.root_device.type == "cuda")
     try:
         yield
     finally:
-        torch.set_rng_state(cpu)
-        random.setstate(python)
-        if numpy is not None:
-            numpy.random.set_state(numpy_state)
-        if cuda is not None:
-            torch.cuda.set_rng_state_all(cuda)
+        restore_rng_states(states)
 
 
 def run_trial(trainer: Trainer, module: TrainModule, callbacks: list[Callback], *, method: Method, steps: int,
