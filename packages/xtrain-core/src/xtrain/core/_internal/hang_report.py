@@ -11,6 +11,7 @@ summary: which rank stopped, for how long, its innermost frame of user code, and
 from __future__ import annotations
 
 import faulthandler
+import json
 import multiprocessing
 import os
 import re
@@ -25,8 +26,9 @@ from typing import IO, Any
 
 from xtrain.core._internal.progress_signal import PROGRESS, ProgressSignal
 
-__all__ = ["ThreadState", "WorkerStacks", "end_workers", "format_summary", "is_library", "main_thread_state",
-           "rank_report", "stack_block", "stuck_ranks", "where", "write_block"]
+__all__ = ["ThreadState", "WorkerStacks", "end_workers", "format_summary", "gather_reports", "is_library",
+           "main_thread_state", "publish_report", "rank_report", "stack_block", "stuck_ranks", "summary_done",
+           "wait_for_summary", "where", "write_block"]
 
 _WORKER_SIGNAL = getattr(signal, "SIGUSR2", None)
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<name>\S+)')
@@ -197,6 +199,36 @@ def rank_report(rank: int, host: str, *, state: ThreadState | None, stalled: flo
             "user_frame": state.user_frame if state else None, "collective": PROGRESS.collective_name,
             "collectives": PROGRESS.collectives, "in_collective": PROGRESS.depth > 0,
             "workers": [{"pid": pid, "frame": innermost_user_frame(text)} for pid, text in workers]}
+
+
+def publish_report(store: Any, rank: int, report: dict[str, Any]) -> None:
+    """Hand this rank's report to the reporter through the store."""
+    store.set(f"hang/{rank}", json.dumps(report))
+
+
+def gather_reports(store: Any, world_size: int, *, within: float, poll: float) -> dict[int, dict[str, Any]]:
+    """The reports the ranks published within ``within`` seconds (a frozen rank publishes none)."""
+    deadline = time.monotonic() + within
+    reports: dict[int, dict[str, Any]] = {}
+    while True:
+        for r in range(world_size):
+            if r not in reports and store.check([f"hang/{r}"]):
+                reports[r] = json.loads(store.get(f"hang/{r}").decode(errors="replace"))
+        if len(reports) == world_size or time.monotonic() >= deadline:
+            return reports
+        time.sleep(poll)
+
+
+def summary_done(store: Any) -> None:
+    """Tell the other ranks the summary is printed (they may exit: the store may go with the reporter)."""
+    store.set("hang/done", "1")
+
+
+def wait_for_summary(store: Any, *, within: float, poll: float) -> None:
+    """Wait up to ``within`` seconds for the reporter's summary, so this rank's exit does not cut it short."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline and not store.check(["hang/done"]):
+        time.sleep(poll)
 
 
 def where(report: dict[str, Any]) -> str:

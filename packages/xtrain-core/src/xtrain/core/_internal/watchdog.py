@@ -14,8 +14,9 @@
   so no frozen process outlives the run (on another node nobody else could end it).
 * With ``hang_timeout``, the same thread detects a rank that stopped making progress (``_internal/hang.py``) and
   writes ``abort`` as ``hang``: every rank then prints the stacks of its threads and dataloader workers, reports
-  its state, the detecting rank prints one summary, and every rank exits with code 1. The stuck rank records the
-  hang for a restarting launcher (``XTRAIN_FAILURE_DIR``), which then names it rather than a rank that lost it.
+  its state, the detecting rank prints one summary (``_internal/hang_end.py``), and every rank exits with code 1.
+  The stuck rank records the hang for a restarting launcher (``XTRAIN_FAILURE_DIR``), which then names it rather
+  than a rank that lost it.
 * A rank stopped by SIGINT (Ctrl-C) or by SIGTERM before training writes ``abort`` as ``interrupt``: that is not a
   failure, so the others say the run was interrupted, print no traceback, and exit with the signal's code (130 or
   143) rather than 1.
@@ -27,9 +28,7 @@ but the store every rank already connects to. Watching one neighbour keeps the s
 from __future__ import annotations
 
 import faulthandler
-import json
 import os
-import socket
 import sys
 import threading
 import time
@@ -37,19 +36,9 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from xtrain.core._internal.hang import HangMonitor
-from xtrain.core._internal.hang_report import (
-    WorkerStacks,
-    end_workers,
-    format_summary,
-    main_thread_state,
-    rank_report,
-    stack_block,
-    stuck_ranks,
-    where,
-    write_block,
-)
+from xtrain.core._internal.hang_end import take_part
+from xtrain.core._internal.hang_report import WorkerStacks, end_workers
 from xtrain.core._internal.progress_signal import PROGRESS
-from xtrain.core.restarts import write_failure
 
 __all__ = ["ABORT_EXIT_CODE", "INTERRUPT_EXIT_CODES", "Watchdog"]
 
@@ -58,8 +47,6 @@ INTERRUPT_EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}  # the shell's 128 + sign
 _ABORT = "abort"
 _HANG = "hang"
 _INTERRUPT = "interrupt"
-_GATHER_S = 8.0
-_EXIT_S = 12.0
 _FROZEN_GRACE_S = 30.0
 _REARM_S = 5.0
 _OWN_END_S = 10.0  # how long a rank that failed itself (Ctrl-C on every rank) may take to end its own run
@@ -286,56 +273,14 @@ class Watchdog:
         except Exception:  # noqa: BLE001 - the trainer may be half set up; the report goes on without it
             return None
 
-    def _record_hang(self, report: dict[str, Any], why: str) -> None:
-        """Record the hang as this rank's failure for a restarting launcher (so it names this rank, not a victim)."""
-        frame = report.get("user_frame")
-        write_failure(rank=self.rank, step=report.get("global_step"), start_step=None,
-                      error=f"Hang: {why}, {where(report)}" + (f", innermost user code {frame}" if frame else ""))
-
     def _end_hung_run(self, details: str) -> None:
         """Take part in the hang report (stacks, state), let the detecting rank print the summary, then exit."""
         reporter, _, reason = details.partition("\n")
         try:
-            host = socket.gethostname()
-            monitor = self._hang
-            state = main_thread_state(monitor.thread_id, PROGRESS) if monitor else None
-            stalled = monitor.stalled_for(time.monotonic()) if monitor else 0.0
-            workers = self._workers.collect()
-            write_block(stack_block(self.rank, host, workers))
-            end_workers()
-            report = rank_report(self.rank, host, state=state, stalled=stalled, workers=workers,
-                                 global_step=self._step())
-            if state is not None and state.waiting is None:
-                self._record_hang(report, "no progress (stuck, not waiting for other ranks)")
-            self.store.set(f"{_HANG}/{self.rank}", json.dumps(report))
-            if reporter == str(self.rank):
-                self._print_summary(reason)
-                self.store.set(f"{_HANG}/done", "1")
-            else:
-                deadline = time.monotonic() + _EXIT_S
-                while time.monotonic() < deadline and not self.store.check([f"{_HANG}/done"]):
-                    time.sleep(self.interval / 5)
+            take_part(self.store, rank=self.rank, world_size=self.world_size, reporter=int(reporter), reason=reason,
+                      monitor=self._hang, workers=self._workers, global_step=self._step(),
+                      hang_timeout=self.hang_timeout or 0.0, poll=self.interval / 5)
         except Exception:  # noqa: BLE001 - the reporter exited and took the store along: we are done too
             pass
         finally:
             self._exit()
-
-    def _print_summary(self, reason: str) -> None:
-        keys = {r: f"{_HANG}/{r}" for r in range(self.world_size)}
-        deadline = time.monotonic() + _GATHER_S
-        reports: dict[int, dict[str, Any]] = {}
-        while True:
-            for r, key in keys.items():
-                if r not in reports and self.store.check([key]):
-                    reports[r] = json.loads(self.store.get(key).decode(errors="replace"))
-            if len(reports) == self.world_size or time.monotonic() >= deadline:
-                break
-            time.sleep(self.interval / 5)
-        timeout = self.hang_timeout or 0.0
-        if self.rank in reports and not stuck_ranks(reports):  # no rank recorded the hang as its own
-            missing = [str(r) for r in range(self.world_size) if r not in reports]
-            why = (f"rank {', '.join(missing)} gave no report (frozen, or a C call holds its GIL)" if missing
-                   else "every rank waits in a collective and they do not match")
-            self._record_hang(reports[self.rank], why)
-        write_block(format_summary(reports, world_size=self.world_size, reporter=int(self.rank), reason=reason,
-                                   timeout=timeout))
