@@ -131,6 +131,32 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
         return self._trainer
 
     @property
+    def example_input_array(self) -> Any:
+        """An input for ``forward`` (a tensor, tuple or dict), or ``None``: the model summary runs it for FLOPs and
+        layer sizes, TensorBoard traces the graph with it, and the exports use it when given no input."""
+        return self.__dict__.get("_example_input_array")
+
+    @example_input_array.setter
+    def example_input_array(self, value: Any) -> None:
+        self.__dict__["_example_input_array"] = value
+
+    @property
+    def strict_loading(self) -> bool:
+        """Whether restoring a checkpoint (``fit``/``validate``/... with ``ckpt_path``) requires every weight of the
+        module and no other: set it to ``False`` where checkpoints hold only some weights (the trainable ones of a
+        fine-tune), as in Lightning. ``load_from_checkpoint`` takes its own ``strict=``."""
+        return bool(self.__dict__.get("_strict_loading", True))
+
+    @strict_loading.setter
+    def strict_loading(self, value: bool) -> None:
+        self.__dict__["_strict_loading"] = value
+
+    @property
+    def on_gpu(self) -> bool:
+        """Whether the module runs on a CUDA device."""
+        return self.device.type == "cuda"
+
+    @property
     def device(self) -> torch.device:
         if self._trainer is not None:
             return self._trainer.strategy.root_device

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     from xtrain.core._internal.progress import FitProgress
@@ -36,6 +36,16 @@ class EpochProgress:
 
 class FitLoopView:
     """A read-mostly view of the running fit; ``max_epochs`` and ``max_steps`` write to the Trainer."""
+
+    def __getattr__(self, name: str) -> NoReturn:
+        """Lightning's other loop internals (``epoch_loop``, ``batch_progress``...) are not offered: say what is."""
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(
+            f"trainer.fit_loop.{name} is one of Lightning's loop internals, which xtrain does not offer; fit_loop has "
+            "setup_data(), max_epochs, max_steps, total_batch_idx, batch_idx and epoch_progress. For the number of "
+            "optimizer steps use trainer.estimated_stepping_batches, for the batches trainer.num_training_batches, "
+            "for the step trainer.global_step.")
 
     def __init__(self, trainer: Trainer, progress: FitProgress, load_train_data: Callable[[], None]) -> None:
         self._trainer, self._progress, self._load_train_data = trainer, progress, load_train_data

@@ -31,8 +31,14 @@ _RESUME_ENTRIES = ("lr_schedulers", "precision", "callbacks", "loggers", "rng")
 def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fitting: bool) -> None:
     """Load module weights, and when ``fitting`` the optimizer, schedulers, loops, callbacks and loggers: all or none."""
     if not isinstance(checkpoint.get("xtrain"), dict) or "state_dict" not in checkpoint:
-        raise CheckpointError(f"checkpoint {path!r} is not an xtrain checkpoint (it has no 'xtrain' manifest or no "
-                              f"'state_dict'). Load plain state dicts with module.load_state_dict(torch.load(...)).")
+        lightning = "pytorch-lightning_version" in checkpoint and "state_dict" in checkpoint
+        raise CheckpointError(
+            f"checkpoint {path!r} is not an xtrain checkpoint (it has no 'xtrain' manifest or no 'state_dict')"
+            + (f", it was written by Lightning {str(checkpoint['pytorch-lightning_version'])[:40]}: its optimizer and "
+               "loop states are Lightning's. Load its weights and hyperparameters with "
+               "MyModule.load_from_checkpoint(path), then fit, validate or test that module without ckpt_path."
+               if lightning else
+               ". Load plain state dicts with module.load_state_dict(torch.load(...))."))
     meta = check_manifest(checkpoint["xtrain"], path)
     absent = [key for key in _FIT_ENTRIES if key not in checkpoint]
     if fitting and absent:
@@ -54,7 +60,7 @@ def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, 
     # load_state_dict); then the weights the plan checked tensor by tensor; the loggers, which touch files, last.
     apply_with_rollback(path, [*_user_states(trainer, checkpoint, fitting=fitting),
                                 *_small_states(trainer, checkpoint, fitting=fitting)])
-    strategy.load_module_state_dict(checkpoint["state_dict"])
+    strategy.load_module_state_dict(checkpoint["state_dict"], strict=strict_loading(trainer))
     if not fitting:
         return
     for opt, state in zip(trainer.optimizers, checkpoint["optimizer_states"], strict=True):
@@ -70,11 +76,17 @@ def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, 
     trainer._pending_sampler = checkpoint.get("sampler")
 
 
+def strict_loading(trainer: Trainer) -> bool:
+    """The module's ``strict_loading`` (Lightning's switch for restoring a checkpoint that holds only some weights,
+    e.g. the trainable ones of a fine-tune); strict unless the module turned it off."""
+    return bool(trainer.module.strict_loading)
+
+
 def plan_restore(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fitting: bool) -> RestorePlan:
     """Every difference between ``checkpoint`` and the run it is about to be loaded into; nothing is mutated."""
     strategy = trainer.strategy
     plan = RestorePlan(path)
-    plan.module(checkpoint["state_dict"], strategy.module)
+    plan.module(checkpoint["state_dict"], strategy.module, strict=strict_loading(trainer))
     plan.problems.extend(strategy.restore_problems(checkpoint, fitting=fitting))
     if fitting:
         names = module_names(strategy.module)

@@ -12,7 +12,7 @@ from typing import Any, Literal, NamedTuple
 
 from xtrain.core.callbacks.callback import Callback
 from xtrain.core.errors import ConfigError
-from xtrain.core.loggers.logger import Logger
+from xtrain.core.loggers.logger import Logger, PathStr
 
 __all__ = ["Limits", "RunFlags", "barebones_settings", "check_callbacks", "check_loggers", "parse_max_time",
            "parse_run_flags", "parse_settings", "warn_minimum_over_maximum"]
@@ -154,13 +154,13 @@ def check_callbacks(callbacks: object) -> list[Callback]:
     return list(items)
 
 
-def check_loggers(logger: object, root: Path) -> list[Logger]:
+def check_loggers(logger: object, root: str | Path) -> list[Logger]:
     if logger is None or logger is False:
         return []
     if logger is True:
         from xtrain.core.loggers import default_logger
 
-        return [default_logger(root)]
+        return [default_logger(Path(root))]
     items = logger if isinstance(logger, (list, tuple)) else [logger]
     for item in items:
         if not isinstance(item, Logger):
@@ -169,12 +169,14 @@ def check_loggers(logger: object, root: Path) -> list[Logger]:
     return list(items)
 
 
-def check_root(default_root_dir: object) -> Path:
+def check_root(default_root_dir: object) -> PathStr:
+    """``default_root_dir`` as a ``str`` (Lightning's type; ``os.path.join(trainer.default_root_dir, ...)`` and ``+``
+    work) that keeps ``Path``'s ``/`` and methods for code written against xtrain 1.x, which returned a ``Path``."""
     if default_root_dir is None:
-        return Path(os.getcwd())
+        return PathStr(os.getcwd())
     if not isinstance(default_root_dir, (str, os.PathLike)):
         raise ConfigError("default_root_dir", default_root_dir, "must be a path.", fix="write default_root_dir='runs'.")
-    return Path(default_root_dir)
+    return PathStr(os.fspath(default_root_dir))
 
 
 class RunFlags(NamedTuple):

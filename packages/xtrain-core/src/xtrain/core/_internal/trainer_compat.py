@@ -13,8 +13,10 @@ from torch import nn
 
 if TYPE_CHECKING:
     from xtrain.core._internal.metrics import MetricStore
+    from xtrain.core._internal.trainer_args import RunFlags
     from xtrain.core.callbacks.callback import Callback
     from xtrain.core.callbacks.early_stopping import EarlyStopping
+    from xtrain.core.callbacks.progress import ProgressBar
     from xtrain.core.strategy import Strategy
 
 __all__ = ["LightningAttributes", "shaped_as"]
@@ -42,6 +44,7 @@ class LightningAttributes:
     callbacks: list[Callback]
     strategy: Strategy
     _metrics: MetricStore
+    _flags: RunFlags
 
     def _stage(self) -> str | None:
         return getattr(self, "state", None)
@@ -154,3 +157,63 @@ class LightningAttributes:
     @property
     def predicting(self) -> bool:
         return self._stage() == "predict"
+
+    # -- hardware, as Lightning's Trainer names it ------------------------------------------------------------------
+    @property
+    def num_nodes(self) -> int:
+        return int(getattr(self.strategy, "num_nodes", 1))
+
+    @property
+    def node_rank(self) -> int:
+        return self.strategy.node_rank
+
+    @property
+    def device_ids(self) -> list[int]:
+        """The indices of this node's devices (``[0]`` for the CPU), as Lightning's."""
+        devices = list(getattr(self.strategy, "parallel_devices", None) or [self.strategy.root_device])
+        return [d.index if d.index is not None else i for i, d in enumerate(devices)]
+
+    @property
+    def num_devices(self) -> int:
+        return len(self.device_ids)
+
+    # -- switches as given ---------------------------------------------------------------------------------------
+    @property
+    def min_epochs(self) -> int:
+        return self._flags.min_epochs
+
+    @property
+    def min_steps(self) -> int | None:
+        """``None`` when not set, as Lightning's."""
+        return self._flags.min_steps or None
+
+    @property
+    def overfit_batches(self) -> int | float:
+        return self._flags.overfit_batches
+
+    @property
+    def reload_dataloaders_every_n_epochs(self) -> int:
+        return self._flags.reload_dataloaders_every_n_epochs
+
+    @property
+    def progress_bar_callback(self) -> ProgressBar | None:
+        """The progress bar among the callbacks (``None`` with ``enable_progress_bar=False``)."""
+        from xtrain.core.callbacks.progress import ProgressBar
+
+        return next((cb for cb in self.callbacks if isinstance(cb, ProgressBar)), None)
+
+    @property
+    def enable_validation(self) -> bool:
+        """Whether ``fit`` validates: validation data, a ``validation_step``, and ``limit_val_batches`` above 0."""
+        from xtrain.core._internal.hooks import overrides
+        from xtrain.core.datamodule import DataModule
+        from xtrain.core.module import TrainModule
+
+        module = getattr(self, "_module", None)
+        if module is None or getattr(self, "limit_val_batches", 1.0) == 0:
+            return False
+        if not overrides(module, TrainModule, "validation_step"):
+            return False
+        datamodule = getattr(self, "datamodule", None)
+        return (self._shown_loaders.get("val") is not None or overrides(module, TrainModule, "val_dataloader")
+                or (datamodule is not None and overrides(datamodule, DataModule, "val_dataloader")))

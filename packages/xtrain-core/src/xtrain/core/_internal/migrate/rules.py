@@ -363,7 +363,7 @@ RULES: tuple[Rule, ...] = (
     _r(TA, "tune", None, "Lightning 1.x: use xtrain.core.tuner.Tuner(trainer).lr_find / .scale_batch_size"),
     *(_r(TA, name, None, "Lightning's loop internals are not public in xtrain: for the number of optimizer steps "
                          "use trainer.estimated_stepping_batches, for the batches trainer.num_training_batches")
-      for name in ("fit_loop", "validate_loop", "test_loop", "predict_loop")),
+      for name in ("validate_loop", "test_loop", "predict_loop")),
     _r(TA, "accelerator", None, "use trainer.strategy.accelerator"),
     _r(TA, "progress_bar_dict", "progress_bar_metrics", "Lightning 1.x; without Lightning's loss and v_num entries"),
     _r(TA, "num_gpus", None, "Lightning 1.x: use trainer.world_size"),
