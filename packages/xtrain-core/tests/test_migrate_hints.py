@@ -65,8 +65,10 @@ def test_unknown_trainer_method_keyword_note_names_the_method() -> None:
         trainer = Trainer()
         trainer.fit(model, not_a_keyword=1)
         """)
-    assert found == ["trainer.fit(not_a_keyword=) is not accepted by the installed xtrain: remove it or upgrade "
-                     "xtrain-core"]
+    from xtrain.core import __version__
+
+    assert found == [f"trainer.fit(not_a_keyword=) is not accepted by xtrain (the installed xtrain-core "
+                     f"{__version__}): remove it"]
 
 
 def test_progress_bar_refresh_rate() -> None:

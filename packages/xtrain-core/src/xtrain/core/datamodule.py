@@ -59,6 +59,26 @@ class DataModule(HyperparametersMixin):
         """Read entries back from a checkpoint the Trainer (or :meth:`load_from_checkpoint`) restores."""
 
     @classmethod
+    def from_datasets(cls, train_dataset: Any = None, val_dataset: Any = None, test_dataset: Any = None,
+                      predict_dataset: Any = None, batch_size: int = 1, num_workers: int = 0,
+                      **datamodule_kwargs: Any) -> Self:
+        """A data module whose dataloaders load the given datasets (each a dataset, or a list or dict of them),
+        as Lightning's: the training data shuffled (unless iterable), ``batch_size`` and ``num_workers`` for every
+        loader; ``datamodule_kwargs`` go to the constructor. A stage without a dataset keeps the class's hook."""
+        from functools import partial
+
+        from xtrain.core._internal.from_datasets import datasets_loader
+
+        datamodule = cls(**datamodule_kwargs)
+        given = {"train_dataloader": train_dataset, "val_dataloader": val_dataset, "test_dataloader": test_dataset,
+                 "predict_dataloader": predict_dataset}
+        for method, dataset in given.items():
+            if dataset is not None:
+                setattr(datamodule, method, partial(datasets_loader, dataset, batch_size=batch_size,
+                                                    num_workers=num_workers, shuffle=method == "train_dataloader"))
+        return datamodule
+
+    @classmethod
     def load_from_checkpoint(cls, checkpoint_path: str | Path, map_location: Any = None,
                              hparams_file: str | Path | None = None, **kwargs: Any) -> Self:
         """Build the data module from the hyperparameters saved in ``checkpoint_path`` (read with

@@ -11,6 +11,7 @@ from torch import nn
 
 from xtrain.core._internal.hparams import HyperparametersMixin
 from xtrain.core._internal.module_api import ModuleApiMixin
+from xtrain.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from xtrain.core.trainer import Trainer
@@ -182,7 +183,8 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
 
     def log(self, name: str, value: torch.Tensor | float | int | Any, *, prog_bar: bool = False, logger: bool = True,
             on_step: bool | None = None, on_epoch: bool | None = None, reduce_fx: ReduceFx = "mean",
-            sync_dist: bool = False, batch_size: int | None = None, add_dataloader_idx: bool = True) -> None:
+            sync_dist: bool = False, batch_size: int | None = None, add_dataloader_idx: bool = True,
+            rank_zero_only: bool = False) -> None:
         """Record a metric. Values stay tensors until a logger writes them: no per-step ``.item()`` or sync.
 
         Args:
@@ -198,23 +200,29 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
             batch_size: Weight of this value in the epoch mean (default: inferred from the batch).
             add_dataloader_idx: With several validation/test dataloaders, log ``name/dataloader_idx_<i>`` from their
                 steps (one value per dataloader, as in Lightning); ``False`` logs ``name`` for all of them together.
+            rank_zero_only: The call is made on rank 0 only (as in Lightning): it must not ``sync_dist``, which
+                would wait for the other ranks forever, and callbacks on other ranks cannot monitor the key.
         """
         trainer = self._trainer
         if trainer is None:
             return
+        if rank_zero_only and sync_dist:
+            _refuse_rank_zero_sync(name)
         trainer._metrics.log(name, value, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist, batch_size,
                              add_dataloader_idx)
 
     def log_dict(self, values: Mapping[str, torch.Tensor | float | int] | Any, *, prog_bar: bool = False,
                  logger: bool = True, on_step: bool | None = None, on_epoch: bool | None = None,
                  reduce_fx: ReduceFx = "mean", sync_dist: bool = False, batch_size: int | None = None,
-                 add_dataloader_idx: bool = True) -> None:
+                 add_dataloader_idx: bool = True, rank_zero_only: bool = False) -> None:
         """:meth:`log` for each item, with the same options (a torchmetrics ``MetricCollection`` too)."""
+        if rank_zero_only and sync_dist:
+            _refuse_rank_zero_sync(", ".join(map(str, values)))
         if type(self).log is not TrainModule.log:  # an override of log sees every item, as in Lightning
             for name, value in values.items():
                 self.log(name, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch,
                          reduce_fx=reduce_fx, sync_dist=sync_dist, batch_size=batch_size,
-                         add_dataloader_idx=add_dataloader_idx)
+                         add_dataloader_idx=add_dataloader_idx, rank_zero_only=rank_zero_only)
             return
         trainer = self._trainer
         if trainer is None:
@@ -269,6 +277,12 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
         from xtrain.core._internal.export import to_torchscript
 
         return to_torchscript(self, file_path, method, example_inputs, **kwargs)
+
+
+def _refuse_rank_zero_sync(name: str) -> None:
+    raise ConfigError("sync_dist", True, f"self.log({name!r}, ..., rank_zero_only=True) is called on rank 0 only, and "
+                      "sync_dist=True would wait for the other ranks, which never call it.",
+                      fix="drop sync_dist=True (or log from every rank without rank_zero_only).")
 
 
 TrainModule.__jit_unused_properties__ = TrainModule.__jit_ignored_attributes__ = sorted(

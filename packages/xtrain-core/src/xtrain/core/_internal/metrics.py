@@ -7,7 +7,8 @@ Values stay tensors (no ``.item()``, no cross-rank sync) until something reads t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -76,19 +77,29 @@ def _wide(dtype: torch.dtype) -> torch.dtype:
 
 
 def _batch_size(batch: Any) -> int:
+    """The batch size an epoch mean weights a value with: the first dimension of the batch's first tensor, found as
+    Lightning finds it (through lists, tuples, mappings and dataclasses, skipping strings and other leaves); 1 when
+    the batch holds no tensor."""
+    found = _first_size(batch)
+    return 1 if found is None else found
+
+
+def _first_size(batch: Any) -> int | None:
     if isinstance(batch, torch.Tensor):
         return int(batch.shape[0]) if batch.ndim else 1
-    if isinstance(batch, (list, tuple)):
-        for item in batch:
-            found = _batch_size(item)
-            if found:
-                return found
-    if isinstance(batch, dict):
-        for item in batch.values():
-            found = _batch_size(item)
-            if found:
-                return found
-    return 1
+    if isinstance(batch, Mapping):
+        items: Iterable[Any] = batch.values()
+    elif isinstance(batch, (list, tuple)):
+        items = batch
+    elif dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        items = (getattr(batch, field.name) for field in dataclasses.fields(batch))
+    else:
+        return None
+    for item in items:
+        found = _first_size(item)
+        if found is not None:
+            return found
+    return None
 
 
 class MetricStore:

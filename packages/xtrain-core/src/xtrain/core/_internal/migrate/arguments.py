@@ -82,8 +82,8 @@ def plan_arguments(args: list[cst.Arg], *, lightning: str, target: str) -> ArgEd
         if r is None or r.action is Action.SAME:
             if not installed.accepts(target, key):
                 shown = lightning if lightning.startswith("trainer.") else target.rpartition('.')[2]
-                edit.notes.append(f"{shown}({key}=) is not accepted by the installed xtrain: "
-                                  f"remove it or upgrade xtrain-core")
+                edit.notes.append(f"{shown}({key}=) is not accepted by xtrain (the installed xtrain-core "
+                                  f"{installed.core_version()}): remove it")
             continue
         if r.action is Action.DROP:
             edit.drop.add(i)

@@ -11,7 +11,7 @@ import inspect
 from functools import cache
 from typing import Any
 
-__all__ = ["accepts", "exists", "names_parameter", "positional_parameters", "resolve"]
+__all__ = ["accepts", "core_version", "exists", "names_parameter", "positional_parameters", "resolve"]
 
 
 @cache
@@ -80,3 +80,10 @@ def positional_parameters(qualified: str) -> tuple[str, ...] | None:
     if any(p.kind is p.VAR_POSITIONAL for p in params):
         return None
     return tuple(p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+def core_version() -> str:
+    """The installed xtrain-core's version, which the keyword checks read."""
+    from xtrain.core import __version__
+
+    return str(__version__)

@@ -87,6 +87,13 @@ def _from_rule(r: Rule, name: str) -> Target:
     return Target("name", r.xtrain, r.note, label, r.lightning)
 
 
+_DUNDER = {
+    "__version__": "Lightning's version; xtrain's is xtrain.core.__version__, another number: a check of Lightning's "
+                   "version does not apply to xtrain (remove it, or check xtrain.core.__version__)",
+    "__name__": "the name of Lightning's module; xtrain's is 'xtrain.core'",
+}
+
+
 def find(name: str) -> Target | None:
     """What replaces the Lightning name ``name`` (any spelling); ``None`` when it is not a name the table can read
     (an attribute of a class, say), so the caller tries the shorter chain inside it."""
@@ -116,6 +123,9 @@ def find(name: str) -> Target | None:
             if r.xtrain is None or r.action is Action.MISSING:
                 return Target("missing", note=f"{last}: {r.note}", label=prefix)
             same = f"{r.xtrain}.{last}"
+            if last.startswith("__") and last.endswith("__"):  # never import a module's dunder into the script
+                return Target("missing", note=_DUNDER.get(last, f"{prefix}.{last} is Lightning's module's own; keep it "
+                                                                "or use xtrain's module's"), label=f"{prefix}.{last}")
             if installed.exists(same):
                 return Target("name", same, label=f"{prefix} -> {r.xtrain}", lightning=name)
             return Target("missing", note=f"{last} has no xtrain equivalent in {r.xtrain}; keep Lightning's or "
