@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-from xtrain.core import Trainer
+from xtrain.core import DataModule, Trainer
 from xtrain.core.migrate import migrate_source
 from xtrain.core.testing import TinyClassifier, tiny_loaders
 
@@ -106,3 +107,42 @@ def test_log_takes_rank_zero_only_and_refuses_it_with_sync_dist() -> None:
     note = migrate_source("import lightning.pytorch as pl\n\nclass M(pl.LightningModule):\n"
                           "    def training_step(self, b, i):\n        self.log('x', 1.0, enable_graph=True)\n")
     assert "is not accepted by xtrain (the installed xtrain-core" in note and "upgrade" not in note
+
+
+class LinkedData(DataModule):
+    def __init__(self, n_classes: int = 3, batch_size: int = 8) -> None:
+        super().__init__()
+        self.n_classes, self.batch_size = n_classes, batch_size
+
+    @property
+    def num_classes(self) -> int:
+        return self.n_classes
+
+    def train_dataloader(self) -> Any:
+        x = torch.randn(32, 16, generator=torch.Generator().manual_seed(0))
+        data = torch.utils.data.TensorDataset(x, x[:, :self.n_classes].argmax(1))
+        return torch.utils.data.DataLoader(data, batch_size=self.batch_size)
+
+
+class LinkedModel(TinyClassifier):
+    def __init__(self, num_classes: int = 2, lr: float = 0.1) -> None:
+        super().__init__(lr=lr, classes=num_classes)
+        self.num_classes = num_classes
+
+
+def test_cli_links_applied_on_instantiation(tmp_path: Path) -> None:
+    """Case 31: link_arguments('data.num_classes', 'model.num_classes', apply_on='instantiate') raised jsonargparse's
+    'Links applied on instantiation require source to be a subclass action or a class group'."""
+    from xtrain.core.cli import XtrainCLI
+
+    class CLI(XtrainCLI):
+        def add_arguments_to_parser(self, parser: Any) -> None:
+            parser.link_arguments("data.num_classes", "model.num_classes", apply_on="instantiate")
+            parser.link_arguments("data.batch_size", "model.lr", compute_fn=lambda size: size / 80,
+                                  apply_on="instantiate")
+
+    cli = CLI(LinkedModel, LinkedData, args=["fit", "--data.n_classes", "4", "--trainer.max_steps", "2",
+                                             "--trainer.logger", "false", "--trainer.enable_progress_bar", "false",
+                                             "--trainer.default_root_dir", str(tmp_path)])
+    assert cli.model.num_classes == 4 and cli.model.hparams["lr"] == pytest.approx(0.1)
+    assert cli.trainer.global_step == 2

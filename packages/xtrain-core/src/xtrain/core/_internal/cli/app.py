@@ -6,6 +6,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from xtrain.core._internal.cli.links import InstantiationLink, link_arguments
 from xtrain.core._internal.cli.main import _STAGES, _stage_parser, build_objects
 from xtrain.core._internal.cli.save_config import SaveConfigCallback
 
@@ -71,12 +72,14 @@ class XtrainCLI:
             return save_config_callback(parser, config, **save_options)
 
         callback_keys: dict[str, type] = {}
+        links: dict[str, InstantiationLink] = {}
 
         def stage_parser(stage: str) -> Any:
             parser = _stage_parser(stage, **options)
             if defaults:
                 parser.set_defaults(defaults)
             parser.add_lightning_class_args = lambda cls, key, **kw: _add_callback_args(parser, callback_keys, cls, key)
+            parser.link_arguments = link_arguments(parser, links)
             self.add_arguments_to_parser(parser)
             return parser
 
@@ -100,7 +103,7 @@ class XtrainCLI:
             used, self.config, model_class=model_class if not subclass_mode_model else None,
             data_class=datamodule_class if not subclass_mode_data else None, trainer_class=trainer_class,
             with_optimizer=self.subcommand in (None, "fit"), extra_callbacks=extra_callbacks,
-            save_config=save_config if save_config_callback is not None else None)
+            save_config=save_config if save_config_callback is not None else None, links=list(links.values()))
         if self.subcommand is not None:
             kwargs: dict[str, Any] = {"datamodule": self.datamodule, "ckpt_path": self.config.ckpt_path}
             getattr(self, f"before_{self.subcommand}", lambda: None)()

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from xtrain.core._internal.cli.links import InstantiationLink, build_in_order
+
 __all__ = ["build_objects", "run"]
 
 _STAGES = ("fit", "validate", "test", "predict")
@@ -136,11 +138,13 @@ def _optimizer_patch(module: Any, optimizer: Any, scheduler: Any) -> None:
 def build_objects(stage_parser: Any, cfg: Any, *, model_class: type | None = None, data_class: type | None = None,
                   trainer_class: type | None = None, with_optimizer: bool = True,
                   extra_callbacks: list[Any] | None = None,
-                  save_config: Callable[[Any, Any], Any] | None = None) -> tuple[Any, Any, Any]:
+                  save_config: Callable[[Any, Any], Any] | None = None,
+                  links: list[InstantiationLink] | None = None) -> tuple[Any, Any, Any]:
     """Seed, then build the module, the data module (or ``None``) and the Trainer that ``cfg`` describes.
 
     ``extra_callbacks`` (callback objects, which a config cannot hold) join the configured ones; ``save_config``
-    builds the callback that saves the configuration from ``(parser, config)``, ``None`` to save none.
+    builds the callback that saves the configuration from ``(parser, config)``, ``None`` to save none. ``links``
+    (``link_arguments(..., apply_on="instantiate")``) pass values read from one built part to another's constructor.
     """
     import random
 
@@ -154,8 +158,11 @@ def build_objects(stage_parser: Any, cfg: Any, *, model_class: type | None = Non
         cfg.seed_everything = seed
     if seed is not False:
         seed_everything(int(seed))
-    module = _build_part(cfg.model, model_class)
-    data = _build_part(cfg.data, data_class) if cfg.get("data") else None
+    parts: dict[str, Callable[[Any], Any]] = {"model": lambda c: _build_part(c, model_class)}
+    if cfg.get("data"):
+        parts["data"] = lambda c: _build_part(c, data_class)
+    built = build_in_order(links or [], cfg, parts)
+    module, data = built["model"], built.get("data")
     trainer_kwargs = instantiate(cfg.trainer, as_kwargs=True)
     callbacks = trainer_kwargs.get("callbacks") or []
     callbacks = [*(callbacks if isinstance(callbacks, (list, tuple)) else [callbacks]), *(extra_callbacks or [])]
