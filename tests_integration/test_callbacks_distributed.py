@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from rank_env import torchrun_env
 from xtrain.core.registry import STRATEGIES
 from xtrain.core.testing import free_port, python_command, run_processes
 
@@ -17,8 +18,7 @@ SCRIPT = str(Path(__file__).parent / "scripts" / "callbacks_ddp.py")
 
 
 def _env(rank: int, port: int) -> dict[str, str]:
-    return {"TORCHELASTIC_RUN_ID": "callbacks", "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
-            "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    return torchrun_env(rank, port, run_id="callbacks")
 
 
 def _equal(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:

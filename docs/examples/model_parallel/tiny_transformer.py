@@ -68,9 +68,11 @@ class TinyTransformer(TrainModule):
         mesh = self.device_mesh
         if mesh is None:
             return
-        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.fsdp import FSDPModule, fully_shard
         from torch.distributed.tensor.parallel import parallelize_module
 
+        if isinstance(self, FSDPModule):  # set up by an earlier stage: the hook runs at each, as in Lightning
+            return
         if mesh["tensor_parallel"].size() > 1:
             for block in self.blocks:
                 parallelize_module(block, mesh["tensor_parallel"], tensor_parallel_plan())

@@ -45,7 +45,11 @@ def _same(a: list[tuple[str, Any]], b: list[tuple[str, Any]]) -> bool:
 
 
 class Snapshot(Callback):
-    """Records the whole run state just before a restore starts (after set-up), and again on demand."""
+    """Records the whole run state just before a restore starts (after set-up), and again on demand.
+
+    The optimizers and schedulers are configured after the ``on_load_checkpoint`` hooks (Lightning's order), so
+    they are compared by what a restore would load into them: their per-parameter state and step counts.
+    """
 
     def __init__(self) -> None:
         self.before: list[tuple[str, Any]] | None = None
@@ -54,8 +58,9 @@ class Snapshot(Callback):
     def state(self, trainer: Trainer) -> list[tuple[str, Any]]:
         return _tensors({
             "module": trainer.strategy.module.state_dict(),
-            "optimizers": [opt.state_dict() for opt in trainer.optimizers],
-            "schedulers": [c.scheduler.state_dict() for c in trainer.lr_scheduler_configs],
+            "optimizers": [opt.state_dict()["state"] for opt in trainer.optimizers if opt.state],
+            "schedulers": [c.scheduler.state_dict() for c in trainer.lr_scheduler_configs
+                           if getattr(c.scheduler, "last_epoch", 0) > 0],
             "loops": trainer._progress.state_dict(),
             "callbacks": [cb.state_dict() for cb in trainer.callbacks],
         })

@@ -98,8 +98,9 @@ def test_gradient_clipping(algorithm: str) -> None:
     seen: list[float] = []
 
     class Grad(Callback):
-        def on_before_zero_grad(self, trainer: Trainer, module: TrainModule, optimizer: Any) -> None:
-            grads = [p.grad for p in module.parameters() if p.grad is not None]
+        def on_train_batch_end(self, trainer: Trainer, module: TrainModule, outputs: Any, batch: Any,
+                               batch_idx: int) -> None:
+            grads = [p.grad for p in module.parameters() if p.grad is not None]  # the step's, as Lightning keeps them
             if algorithm == "norm":
                 seen.append(float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))))
             else:

@@ -146,3 +146,35 @@ def test_cli_links_applied_on_instantiation(tmp_path: Path) -> None:
                                              "--trainer.default_root_dir", str(tmp_path)])
     assert cli.model.num_classes == 4 and cli.model.hparams["lr"] == pytest.approx(0.1)
     assert cli.trainer.global_step == 2
+
+
+def test_a_key_logged_without_dataloader_idx_is_in_its_own_dataloaders_results_only() -> None:
+    """Case 7b: val_acc logged with add_dataloader_idx=False from dataloader 0 appeared in dataloader 1's dict too
+    (Lightning 2.6.6: [{'val_loss/dataloader_idx_0', 'val_acc', 'epoch_marker'}, {'val_loss/dataloader_idx_1',
+    'epoch_marker'}])."""
+
+    class Two(TinyClassifier):
+        def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+            x, y = batch
+            self.log("val_loss", torch.nn.functional.cross_entropy(self(x), y))
+            if dataloader_idx == 0:
+                self.log("val_acc", (self(x).argmax(1) == y).float().mean(), add_dataloader_idx=False)
+            self.log("both", 1.0, add_dataloader_idx=False, on_step=True, on_epoch=True)
+
+        def on_validation_epoch_end(self) -> None:
+            self.log("epoch_marker", 3.0)
+
+    trainer = Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False)
+    val = tiny_loaders()[1]
+    results = trainer.validate(Two(), [val, val])
+    assert [sorted(r) for r in results] == [["both_epoch", "epoch_marker", "val_acc", "val_loss/dataloader_idx_0"],
+                                            ["both_epoch", "epoch_marker", "val_loss/dataloader_idx_1"]]
+
+
+def test_migrate_flags_module_hooks_xtrain_never_calls() -> None:
+    """Trial E D4/D5: overrides of backward and on_validation_model_zero_grad were ported silently and never ran."""
+    migrated = migrate_source("import lightning.pytorch as pl\n\nclass M(pl.LightningModule):\n"
+                              "    def backward(self, loss, *args, **kwargs):\n        loss.backward(retain_graph=True)\n"
+                              "\n    def on_validation_model_zero_grad(self):\n        pass\n")
+    assert "# xtrain migrate: backward: xtrain never calls an override of backward" in migrated
+    assert "# xtrain migrate: on_validation_model_zero_grad: xtrain never calls an override" in migrated

@@ -231,14 +231,19 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
         for name, value in values.items():
             log(name, value, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist, batch_size, add_dataloader_idx)
 
-    def optimizers(self) -> Any:
+    def optimizers(self, *, use_pl_optimizer: bool = True) -> Any:
         """The optimizer(s) from ``configure_optimizers``, for manual optimization.
 
         Their ``step()`` goes through the strategy and its precision: gradients are unscaled under ``16-mixed`` and a
         step with non-finite gradients is skipped (``step()`` returns ``False``), exactly as in automatic
-        optimization.
+        optimization; ``step(closure=...)`` returns the closure's loss, and ``on_before_optimizer_step`` runs before
+        each step, as in Lightning.
+
+        Args:
+            use_pl_optimizer: ``False`` returns the plain ``torch.optim.Optimizer`` objects (Lightning's option): their
+                ``step`` bypasses the precision plugin, the hooks and the ``global_step`` count.
         """
-        optimizers = self.trainer._strategy_optimizers()
+        optimizers = self.trainer._strategy_optimizers() if use_pl_optimizer else self.trainer.optimizers
         return optimizers[0] if len(optimizers) == 1 else optimizers
 
     def lr_schedulers(self) -> Any:
@@ -253,8 +258,11 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
         return self.trainer.strategy.clip_gradients(raw, value=gradient_clip_val, algorithm=gradient_clip_algorithm)
 
     def manual_backward(self, loss: torch.Tensor) -> None:
-        """Backward pass through the strategy (gradient scaling, DDP sync); use instead of ``loss.backward()``."""
-        self.trainer.strategy.backward(loss)
+        """Backward pass through the strategy (gradient scaling, DDP sync); use instead of ``loss.backward()``.
+
+        Calls ``on_before_backward`` and ``on_after_backward`` around it, as Lightning does.
+        """
+        self.trainer._manual_backward(loss)
 
     # -- export ------------------------------------------------------------------------------------------------------
     # TorchScript must neither compile nor read the framework's (Trainer-backed) properties: every property of

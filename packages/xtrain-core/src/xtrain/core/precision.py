@@ -8,6 +8,7 @@ processes.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, ClassVar
 
@@ -66,9 +67,17 @@ class Precision(ABC):
     def unscale_gradients(self, optimizer: torch.optim.Optimizer) -> None:
         """Bring gradients back to their true scale; called before clipping."""
 
-    def optimizer_step(self, optimizer: torch.optim.Optimizer) -> bool:
-        """Step the optimizer. Returns ``False`` when the step was skipped (non-finite gradients under a scaler)."""
-        optimizer.step()
+    def optimizer_step(self, optimizer: torch.optim.Optimizer, *,
+                       closure: Callable[[], Any] | None = None) -> bool:
+        """Step the optimizer. Returns ``False`` when the step was skipped (non-finite gradients under a scaler).
+
+        ``closure`` is given only to optimizers that cannot step without one (``torch.optim.LBFGS``); it runs
+        ``training_step`` and the backward pass each time the optimizer evaluates the loss.
+        """
+        if closure is not None:
+            optimizer.step(closure)
+        else:
+            optimizer.step()
         return True
 
     def state_dict(self) -> dict[str, Any]:

@@ -250,8 +250,12 @@ class Strategy(ABC):
         """Run the backward pass through the precision plugin."""
         self.precision.backward(loss)
 
-    def optimizer_step(self, optimizer: torch.optim.Optimizer) -> bool:
-        """Step ``optimizer``; returns ``False`` when the precision plugin skipped the step."""
+    def optimizer_step(self, optimizer: torch.optim.Optimizer, *,
+                       closure: Callable[[], Any] | None = None) -> bool:
+        """Step ``optimizer``; returns ``False`` when the precision plugin skipped the step. ``closure`` only for
+        optimizers that need one (see :meth:`Precision.optimizer_step`)."""
+        if closure is not None:
+            return self.precision.optimizer_step(optimizer, closure=closure)
         return self.precision.optimizer_step(optimizer)
 
     def no_backward_sync(self, enabled: bool = True, *, module: nn.Module | None = None) -> AbstractContextManager[Any]:

@@ -36,6 +36,7 @@ from xtrain.core._internal.compiled import unwrap_compiled
 from xtrain.core._internal.data import (
     batch_limit,
     check_train_batches,
+    combined_train,
     prepare_dataloader,
     resumable_sampler,
     shut_down_workers,
@@ -503,10 +504,18 @@ class Trainer(LightningAttributes):
         if ckpt_path == "auto":
             ckpt_path = resolve_auto(self, self._healing, self._run_lock)
         self._ckpt_path = ckpt_path
+        fitting = stage == "fit"
+        from xtrain.core.sharded_checkpoint import is_sharded
+
+        # A sharded checkpoint is read into the optimizers' shards, so they must exist before the file is read.
+        configure_first = fitting and (ckpt_path is None or is_sharded(ckpt_path))
+        if configure_first:
+            self._configure_optimizers()
         if ckpt_path is not None:
-            fitting = stage == "fit"
             loaded = self.strategy.load_checkpoint(ckpt_path, targets=restore_targets(self, fitting=fitting))
-            restore_checkpoint(self, loaded, str(ckpt_path), fitting=fitting)
+            restore_checkpoint(self, loaded, str(ckpt_path), fitting=fitting,
+                               configure_optimizers=self._configure_optimizers if fitting and not configure_first
+                               else None)
         if stage == "fit":
             start_attempt(self, self._healing, loaded)
         # After the restore, as Lightning: a DataModule whose loaders depend on its state (a curriculum) builds
@@ -528,6 +537,11 @@ class Trainer(LightningAttributes):
     def _setup(self, stage: Stage) -> None:
         module, strategy = self.module, self.strategy
         dm = self.datamodule
+        # As Lightning: the module's callbacks join first; setup runs on the datamodule, the callbacks, the module.
+        extra = check_callbacks(module.configure_callbacks())
+        replaced = {type(cb) for cb in extra}
+        self.callbacks = [cb for cb in self._user_callbacks if type(cb) not in replaced] + extra
+        self._hooks = HookDispatcher(self, module, self.callbacks, profiler=active_profiler(self.profiler))
         if dm is not None or module_overrides(module, "prepare_data"):
             if strategy.local_rank == 0:  # as Lightning: the data module's first, then the module's
                 if dm is not None:
@@ -536,32 +550,33 @@ class Trainer(LightningAttributes):
             strategy.barrier("prepare_data")
         if dm is not None:
             dm.setup(stage)
-        module.setup(stage)
-        extra = check_callbacks(module.configure_callbacks())
-        replaced = {type(cb) for cb in extra}
-        self.callbacks = [cb for cb in self._user_callbacks if type(cb) not in replaced] + extra
-        self._hooks = HookDispatcher(self, module, self.callbacks, profiler=active_profiler(self.profiler))
         self._hooks.call_callbacks("setup", stage)
+        module.setup(stage)
         if stage == "fit":
             strategy.set_gradient_accumulation(self.accumulate_grad_batches)
+        configure_model(module, strategy)  # every stage, as Lightning (the hook is to be idempotent)
         if self._setup_module is not module:
-            configure_model(module, strategy)
             sync_batchnorm(self._flags, module, strategy.world_size)
             strategy.setup(module)
             self._setup_module = module
             if self._optimizer_module is module:
                 self._setup_optimizers(self.optimizers)
                 _optimizers_to(self.optimizers, strategy.root_device)
-        if stage == "fit" and self._optimizer_module is not module:
-            self.optimizers, self.lr_scheduler_configs = parse_optimizers(module.configure_optimizers())
-            self._setup_optimizers(self.optimizers)
-            self._optimizer_module = module
-            if len(self.optimizers) > 1 and module.automatic_optimization:
-                raise ConfigError("configure_optimizers", f"{len(self.optimizers)} optimizers",
-                                  "automatic optimization steps one optimizer.",
-                                  fix="set self.automatic_optimization = False and step them in training_step.")
         self._metrics.strategy = strategy
         strategy.add_abort_handler(self._flush_loggers)
+
+    def _configure_optimizers(self) -> None:
+        """``configure_optimizers`` at every ``fit``, as Lightning: a second fit starts with fresh optimizer states
+        and schedulers sized for it. On resume it runs after the ``on_load_checkpoint`` hooks (a layer they rebuild
+        is optimized)."""
+        module = self.module
+        self.optimizers, self.lr_scheduler_configs = parse_optimizers(module.configure_optimizers())
+        self._setup_optimizers(self.optimizers)
+        self._optimizer_module = module
+        if len(self.optimizers) > 1 and module.automatic_optimization:
+            raise ConfigError("configure_optimizers", f"{len(self.optimizers)} optimizers",
+                              "automatic optimization steps one optimizer.",
+                              fix="set self.automatic_optimization = False and step them in training_step.")
 
     def _setup_optimizers(self, optimizers: list[torch.optim.Optimizer]) -> None:
         self.optimizers = self.strategy.setup_optimizers(optimizers)
@@ -590,12 +605,20 @@ class Trainer(LightningAttributes):
             if train is None:
                 raise ConfigError("train_dataloaders", None, "fit needs training data.",
                                   fix="pass train_dataloaders=..., or a datamodule with train_dataloader().")
-            self._train_loader = prep(unshuffled(train) if self._flags.overfit_batches else train, True)
-            check_train_batches(self._train_loader)
-            self.num_training_batches = batch_limit(self._train_loader, self.limit_train_batches,
-                                                    "limit_train_batches")
-            changed = sharded or bool(self._flags.overfit_batches)
-            self._shown_loaders["train"] = self._train_loader if changed else train
+            overfit = bool(self._flags.overfit_batches)
+            changed = sharded or overfit
+            combined = combined_train(train, lambda dl: prep(unshuffled(dl) if overfit else dl, True),
+                                      self.limit_train_batches)
+            if combined is not None:  # several loaders, combined as Lightning's CombinedLoader
+                self._train_loader, self.num_training_batches = combined, combined.length
+                self._shown_loaders["train"] = combined.shape(combined.loaders) if changed else \
+                    getattr(train, "iterables", train)
+            else:
+                self._train_loader = prep(unshuffled(train) if overfit else train, True)
+                check_train_batches(self._train_loader)
+                self.num_training_batches = batch_limit(self._train_loader, self.limit_train_batches,
+                                                        "limit_train_batches")
+                self._shown_loaders["train"] = self._train_loader if changed else train
             if isinstance(self.val_check_interval, int) and self.check_val_every_n_epoch is not None and \
                     self.val_check_interval > self.num_training_batches:
                 raise ConfigError("val_check_interval", self.val_check_interval, f"is more batches than an epoch has "
@@ -635,7 +658,7 @@ class Trainer(LightningAttributes):
             return run_predict(self, self._eval_loaders, self._val_limits, keep=self._return_predictions)
         if stage in ("validate", "test"):
             return results_per_dataloader(run_evaluation(self, stage, self._eval_loaders, self._val_limits),
-                                          len(self._eval_loaders))
+                                          len(self._eval_loaders), self._metrics.key_dataloaders)
         self._hooks.call("on_fit_start")
         if self._has_validation() and self.num_sanity_val_steps != 0:
             limits = self.num_sanity_val_batches
@@ -722,20 +745,24 @@ class Trainer(LightningAttributes):
             return
         self._write_logs(self._metrics.step_metrics_for_logger(), True, step=count)
 
-    def _step_schedulers(self, interval: Literal["epoch", "step"]) -> None:
+    def _step_schedulers(self, interval: Literal["epoch", "step"], *, plateau: bool | None = None) -> None:
+        """Step the schedulers of ``interval`` that are due; ``plateau``: only ReduceLROnPlateau ones (True), only
+        the others (False), all (None). Lightning steps epoch ones at the last batch and plateau ones after the
+        epoch-end hooks (they read what those logged)."""
         if self._schedulers_resumed:
             # Resumed from a checkpoint taken after an epoch's last step: its epoch-end scheduler step comes before
             # this process's first optimizer step, and torch would warn about an order the run did keep.
             self._schedulers_resumed = False
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before")
-                self._step_schedulers(interval)
+                self._step_schedulers(interval, plateau=plateau)
             return
         # As Lightning: a "step" scheduler's frequency counts the batches of the current epoch (the epoch's first
         # optimizer step after its 2nd batch steps a frequency-2 scheduler, whatever the steps before).
         count = self._progress.batches_in_epoch + 1 if interval == "step" else self.current_epoch + 1
         for config in self.lr_scheduler_configs:
-            if config.interval != interval or count % config.frequency:
+            if config.interval != interval or count % config.frequency or (
+                    plateau is not None and plateau != config.needs_metric):
                 continue
             if config.needs_metric:
                 assert config.monitor is not None
@@ -770,9 +797,26 @@ class Trainer(LightningAttributes):
 
     def _strategy_optimizers(self) -> list[StrategyOptimizer]:
         if [w.optimizer for w in self._wrapped_optimizers] != self.optimizers:
-            self._wrapped_optimizers = [StrategyOptimizer(opt, self.strategy, on_step=self._manual_step_taken)
+            self._wrapped_optimizers = [StrategyOptimizer(opt, self.strategy, on_step=self._manual_step_taken,
+                                                          before_step=self._manual_before_step,
+                                                          toggled=self.module.toggled_optimizer)
                                         for opt in self.optimizers]
         return self._wrapped_optimizers
+
+    def _manual_before_step(self, optimizer: torch.optim.Optimizer) -> bool:
+        """``opt.step()`` under manual optimization calls ``on_before_optimizer_step``, as Lightning's does."""
+        for fn in self._hooks.get("on_before_optimizer_step"):
+            fn(optimizer)
+        return True
+
+    def _manual_backward(self, loss: torch.Tensor) -> None:
+        """``manual_backward``: the backward pass between ``on_before_backward`` and ``on_after_backward``."""
+        hooks = self._hooks
+        for fn in hooks.get("on_before_backward"):
+            fn(loss)
+        self.strategy.backward(loss)
+        for fn in hooks.get("on_after_backward"):
+            fn()
 
     def _manual_step_taken(self) -> None:
         """Under manual optimization ``global_step`` counts each ``opt.step()`` as it happens, as in Lightning (a

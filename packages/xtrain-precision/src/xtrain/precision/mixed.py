@@ -9,6 +9,7 @@ scaler.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
@@ -110,7 +111,14 @@ class Float16MixedPrecision(MixedPrecision):
         self._scaling.unscale(optimizer, self.device_type)
 
     @override
-    def optimizer_step(self, optimizer: torch.optim.Optimizer) -> bool:
+    def optimizer_step(self, optimizer: torch.optim.Optimizer, *,
+                       closure: Callable[[], Any] | None = None) -> bool:
+        if closure is not None:
+            # GradScaler must unscale and check the gradients between backward and step, which an optimizer that
+            # evaluates the loss itself does not allow (as Lightning: AMP refuses LBFGS).
+            raise ConfigError("precision", self.name, f"cannot step {type(optimizer).__name__}, an optimizer that "
+                              "needs a closure, through a gradient scaler.", choices=["32-true", "bf16-mixed"],
+                              fix="train closure optimizers such as LBFGS in 32-true or bf16-mixed precision.")
         return self._scaling.step(optimizer, self.device_type)
 
     @override

@@ -121,6 +121,9 @@ class BaguaStrategy(DDPStrategy):
 
     @override
     def setup_optimizers(self, optimizers: list[torch.optim.Optimizer]) -> list[torch.optim.Optimizer]:
+        running = self._async_algorithm()
+        if running is not None:  # each fit configures new optimizers: the old wrapper's averaging stops first
+            running.abort(self.bagua_module)
         algorithm = self._make_algorithm(optimizers)
         assert self._forward is not None
         from bagua.torch_api.data_parallel import DistributedDataParallel

@@ -180,7 +180,14 @@ class HorovodStrategy(ParallelStrategy):
         return super().clip_gradients(optimizer, value=value, algorithm=algorithm)
 
     @override
-    def optimizer_step(self, optimizer: torch.optim.Optimizer) -> bool:
+    def optimizer_step(self, optimizer: torch.optim.Optimizer, *,
+                       closure: Callable[[], Any] | None = None) -> bool:
+        if closure is not None:
+            # The gradients are averaged once before the step; an optimizer re-evaluating the loss inside its step
+            # would use this rank's own gradients and the replicas would diverge.
+            raise ConfigError("optimizer", type(optimizer).__name__, "needs a closure, which the horovod strategy "
+                              "cannot synchronize.", choices=["ddp", "fsdp"],
+                              fix="use strategy='ddp' for closure optimizers such as LBFGS.")
         return self._optimizers.step(optimizer, self.precision.optimizer_step)
 
     @override

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,12 +30,13 @@ def manifest(trainer: Trainer) -> dict[str, Any]:
     return write_manifest(trainer.strategy)
 
 
-def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fitting: bool) -> None:
+def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fitting: bool,
+                       configure_optimizers: Callable[[], None] | None = None) -> None:
     """Load a checkpoint into the run, all or nothing (:mod:`~xtrain.core._internal.restore_apply`, imported when a
-    run restores, not with the Trainer)."""
+    run restores, not with the Trainer); ``configure_optimizers`` runs after the ``on_load_checkpoint`` hooks."""
     from xtrain.core._internal.restore_apply import restore_checkpoint as apply
 
-    apply(trainer, checkpoint, path, fitting=fitting)
+    apply(trainer, checkpoint, path, fitting=fitting, configure_optimizers=configure_optimizers)
 
 
 def build_checkpoint(trainer: Trainer, *, weights_only: bool = False) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import math
 import warnings
-from collections.abc import Iterable, Sized
+from collections.abc import Callable, Iterable, Mapping, Sized
 from typing import Any
 
 from torch.utils.data import (
@@ -17,12 +17,13 @@ from torch.utils.data import (
     SequentialSampler,
 )
 
+from xtrain.core._internal.combined import MODES, TrainBatches, combined_length, flatten
 from xtrain.core._internal.sampler import ResumableSampler, SeededBatchSampler, SeededDataset
 from xtrain.core.errors import ConfigError
 from xtrain.core.seed import exported_seed
 
-__all__ = ["batch_limit", "check_train_batches", "copy_dataloader", "length", "prepare_dataloader",
-           "resumable_sampler", "set_sampler_epoch", "shut_down_workers", "warn_empty_eval"]
+__all__ = ["batch_limit", "check_train_batches", "combined_train", "copy_dataloader", "inner_loaders", "length",
+           "prepare_dataloader", "resumable_sampler", "set_sampler_epoch", "shut_down_workers", "warn_empty_eval"]
 
 
 _REPLACEABLE = (RandomSampler, SequentialSampler, DistributedSampler)
@@ -118,7 +119,7 @@ def shut_down_workers(loaders: Iterable[Any]) -> None:
     the live iterator and complained when it was collected there ("can only test a child process")."""
     from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 
-    for loader in loaders:
+    for loader in _inner(loaders):
         iterator = getattr(loader, "_iterator", None)
         if isinstance(iterator, _MultiProcessingDataLoaderIter):
             iterator._shutdown_workers()
@@ -131,8 +132,53 @@ def set_sampler_epoch(loader: Any, epoch: int) -> None:
     every epoch repeated the first one's order)."""
     from xtrain.core._internal.sharded_sampler import tell_epoch
 
+    if isinstance(loader, TrainBatches):
+        for inner in loader.loaders:
+            set_sampler_epoch(inner, epoch)
+        return
     batch_sampler = getattr(loader, "batch_sampler", None)
     tell_epoch(epoch, getattr(loader, "sampler", None), batch_sampler, getattr(batch_sampler, "sampler", None))
+
+
+def combined_train(given: Any, prepare: Callable[[Any], Any], limit: int | float) -> TrainBatches | None:
+    """Several training loaders (a list, tuple or dict, or a ``CombinedLoader``) as the batches fit iterates;
+    ``None`` for one loader. As Lightning: a plain container is combined in ``"max_size_cycle"`` mode, each loader is
+    prepared (``prepare``: its sampler made resumable and sharded) and limited by ``limit_train_batches`` on its own,
+    and the epoch's length combines the limited lengths.
+
+    Raises:
+        ConfigError: For ``CombinedLoader(mode="sequential")``, an empty container, or a loader with no batch.
+    """
+    from xtrain.core.combined_loader import CombinedLoader
+
+    if isinstance(given, CombinedLoader):
+        iterables, mode = given.iterables, given.mode
+    elif isinstance(given, (list, tuple, Mapping)):
+        iterables, mode = given, "max_size_cycle"
+    else:
+        return None
+    if mode == "sequential":
+        raise ConfigError("train_dataloaders", 'CombinedLoader(mode="sequential")', "fit cannot train on the loaders "
+                          "one after the other (Lightning refuses it too).", choices=[m for m in MODES if m != mode],
+                          fix='use mode="max_size_cycle" (the default for a list or dict of training loaders).')
+    flat, shape = flatten(iterables)
+    if not flat:
+        raise ConfigError("train_dataloaders", given, "holds no dataloader, so fit would train on nothing.",
+                          fix="pass at least one DataLoader.")
+    loaders = [prepare(loader) for loader in flat]
+    for loader in loaders:
+        check_train_batches(loader)
+    limits = [batch_limit(loader, limit, "limit_train_batches") for loader in loaders]
+    return TrainBatches(loaders, mode=mode, shape=shape, length=combined_length(limits, mode))
+
+
+def inner_loaders(loader: Any) -> list[Any]:
+    """The dataloaders inside what the fit loop iterates: one, or each of combined ones."""
+    return list(loader.loaders) if isinstance(loader, TrainBatches) else [loader]
+
+
+def _inner(loaders: Iterable[Any]) -> list[Any]:
+    return [inner for loader in loaders for inner in inner_loaders(loader)]
 
 
 def resumable_sampler(loader: Any) -> ResumableSampler | None:

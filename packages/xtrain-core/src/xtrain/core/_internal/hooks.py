@@ -64,16 +64,20 @@ class HookDispatcher:
             return None
         return self.get(name)[len(self._callbacks_around(name)[0])]
 
-    def call_module_first(self, name: str, *args: Any) -> None:
-        """Call hook ``name`` on the module and the DataModule, then on every callback.
+    def call_module_first(self, name: str, *args: Any, between: Callable[[], None] | None = None) -> None:
+        """Call hook ``name`` on the module and the DataModule, then ``between()``, then on every callback.
 
         Lightning's order for ``on_load_checkpoint``: the module may rewrite the checkpoint (renamed keys, say)
-        and the callbacks see it as the module left it.
+        and the callbacks see it as the module left it. A resumed fit configures its optimizers ``between``: after
+        the module rebuilt what its checkpoint holds, before callbacks that attach to the optimizers (SWA's SWALR).
         """
         fns = self.get(name)
         first, last = (len(callbacks) for callbacks in self._callbacks_around(name))
-        owners = fns[first:len(fns) - last]
-        for fn in (*owners, *fns[:first], *fns[len(fns) - last:]):
+        for fn in fns[first:len(fns) - last]:
+            fn(*args)
+        if between is not None:
+            between()
+        for fn in (*fns[:first], *fns[len(fns) - last:]):
             fn(*args)
 
     def _callbacks_around(self, name: str) -> tuple[list[Callback], list[Callback]]:

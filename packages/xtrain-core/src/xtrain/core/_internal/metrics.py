@@ -129,6 +129,9 @@ class MetricStore:
         # evaluation batches per dataloader (Lightning's), never onto training rows nor into callback_metrics.
         self._eval_step_values: dict[str, torch.Tensor] = {}
         self._eval_batches: dict[tuple[Stage, int], int] = {}
+        # Keys logged with add_dataloader_idx=False from steps of some of several dataloaders: their suffixes, so
+        # validate()/test() put each in the dicts of those dataloaders only (as Lightning).
+        self.key_dataloaders: dict[str, set[str]] = {}
 
     def new_results(self) -> None:
         """Start a stage's metrics afresh, as Lightning does at each ``fit``/``validate``/``test``/``predict``: new
@@ -142,6 +145,7 @@ class MetricStore:
         self.prog_bar_keys = set()
         self._eval_step_values = {}
         self._eval_batches = {}
+        self.key_dataloaders = {}
 
     @property
     def callback_metrics(self) -> dict[str, torch.Tensor]:
@@ -218,6 +222,9 @@ class MetricStore:
         # In a step of one of several evaluation dataloaders, keys end in "/dataloader_idx_<i>" (after any
         # "_step"/"_epoch"), as Lightning's do.
         sfx = self.dataloader_suffix if add_dataloader_idx else ""
+        if self.dataloader_suffix and not sfx:
+            for key in (name, f"{name}_epoch", f"{name}_step"):
+                self.key_dataloaders.setdefault(key, set()).add(self.dataloader_suffix)
         if not isinstance(value, (torch.Tensor, float, int)):  # a torchmetrics Metric: see metric_objects.py
             self._log_object(name + sfx, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch)
             return

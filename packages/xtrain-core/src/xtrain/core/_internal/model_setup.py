@@ -1,4 +1,4 @@
-"""Calling ``TrainModule.configure_model`` exactly once per module, in the strategy's init context."""
+"""Calling ``TrainModule.configure_model`` at every stage, in the strategy's init context."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ _configured: WeakSet[nn.Module] = WeakSet()
 
 
 def configure_model(module: nn.Module, strategy: Strategy) -> None:
-    """Run ``module.configure_model()`` once: a second fit or a test after fit must not build or shard it again."""
+    """Run ``module.configure_model()`` at the start of a stage: every fit, validate, test and predict, as Lightning
+    does (the hook is to be idempotent: build the layers only when they do not exist yet)."""
     hook = getattr(module, "configure_model", None)
-    if hook is None or module in _configured:
+    if hook is None:
         return
     with strategy.module_init_context():
         hook()

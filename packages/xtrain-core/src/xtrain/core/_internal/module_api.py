@@ -160,11 +160,13 @@ class ModuleApiMixin(nn.Module):
     # -- override hooks (the Trainer calls them only when a subclass overrides them) -------------------------------
     def optimizer_step(self, epoch: int, batch_idx: int, optimizer: Any,
                        optimizer_closure: Callable[[], Any] | None = None) -> None:
-        """Step ``optimizer``; the closure runs ``training_step`` and the backward pass and must be called once."""
+        """Step ``optimizer``; the closure runs ``training_step``, the zeroing of the gradients (a window's first
+        batch) and the backward pass, and must be called (calling only the closure skips the update)."""
         optimizer.step(closure=optimizer_closure)
 
     def optimizer_zero_grad(self, epoch: int, batch_idx: int, optimizer: Any) -> None:
-        """Clear the gradients after a step."""
+        """Clear the gradients: inside the closure, after ``training_step`` and before the backward pass of each
+        accumulation window's first batch, as Lightning."""
         optimizer.zero_grad()
 
     def lr_scheduler_step(self, scheduler: Any, metric: Any) -> None:

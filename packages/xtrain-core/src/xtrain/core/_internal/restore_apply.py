@@ -28,8 +28,13 @@ _FIT_ENTRIES = ("optimizer_states", "loops")
 _RESUME_ENTRIES = ("lr_schedulers", "precision", "callbacks", "loggers", "rng")
 
 
-def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fitting: bool) -> None:
-    """Load module weights, and when ``fitting`` the optimizer, schedulers, loops, callbacks and loggers: all or none."""
+def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fitting: bool,
+                       configure_optimizers: Callable[[], None] | None = None) -> None:
+    """Load module weights, and when ``fitting`` the optimizer, schedulers, loops, callbacks and loggers: all or none.
+
+    ``configure_optimizers`` runs after the module's ``on_load_checkpoint`` (as Lightning: a layer the hook rebuilds
+    from the checkpoint is then optimized, and its state restored) and before the callbacks' and the plan.
+    """
     if not isinstance(checkpoint.get("xtrain"), dict) or "state_dict" not in checkpoint:
         lightning = "pytorch-lightning_version" in checkpoint and "state_dict" in checkpoint
         raise CheckpointError(
@@ -53,7 +58,7 @@ def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, 
         raise CheckpointError(f"checkpoint {path!r} has no {', '.join(map(repr, lacking))} entr(ies), which every "
                               f"Trainer checkpoint holds; it is damaged or was not written by Trainer. Resume from "
                               f"another checkpoint, or load its weights only (read_checkpoint(path)['state_dict']).")
-    trainer._hooks.call_module_first("on_load_checkpoint", checkpoint)
+    trainer._hooks.call_module_first("on_load_checkpoint", checkpoint, between=configure_optimizers)
     plan_restore(trainer, checkpoint, path, fitting=fitting).check()
     strategy = trainer.strategy
     # Small states first, each undone if a later one refuses its state (the plan cannot foresee every object's
@@ -117,6 +122,9 @@ def plan_restore(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fit
         elif isinstance(rng, list) and world == strategy.world_size:
             plan.rng(rng[strategy.global_rank])
         plan.sampler(checkpoint.get("sampler"))
+    else:
+        for name, target, saved in _user_states(trainer, checkpoint, fitting=False):
+            plan.like(name, saved, target.state_dict())
     hparams = checkpoint.get("hyper_parameters")
     if plan.problems and isinstance(hparams, dict) and hparams:
         plan.fixes.append(f"it was made with the hyperparameters {short_repr(hparams)}: build the model with them "
@@ -128,13 +136,14 @@ def plan_restore(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fit
 
 
 def _user_states(trainer: Trainer, checkpoint: dict[str, Any], *, fitting: bool) -> list[tuple[str, Any, Any]]:
-    """``(name, object, state)`` for every state whose loading runs user code (callbacks, the datamodule)."""
-    if not fitting:
-        return []
-    states = checkpoint.get("callbacks")
-    states = states if isinstance(states, dict) else {}
-    found: list[tuple[str, Any, Any]] = [(f"callback {cb.state_key!r}", cb, states[cb.state_key])
-                                         for cb in trainer.callbacks if cb.state_key in states]
+    """``(name, object, state)`` for every state whose loading runs user code: the callbacks' when ``fitting``, the
+    datamodule's at every stage (as Lightning: ``test(ckpt_path=...)`` calls ``DataModule.load_state_dict``)."""
+    found: list[tuple[str, Any, Any]] = []
+    if fitting:
+        states = checkpoint.get("callbacks")
+        states = states if isinstance(states, dict) else {}
+        found = [(f"callback {cb.state_key!r}", cb, states[cb.state_key])
+                 for cb in trainer.callbacks if cb.state_key in states]
     if trainer.datamodule is not None and "datamodule" in checkpoint:
         found.append(("the datamodule", trainer.datamodule, checkpoint["datamodule"]))
     return found

@@ -29,6 +29,16 @@ class Callback:
         """The key of this callback's state in checkpoints; unique per class unless overridden."""
         return type(self).__qualname__
 
+    def _generate_state_key(self, **kwargs: Any) -> str:
+        """A :attr:`state_key` made of the class name and ``kwargs``, so two instances of one callback class with
+        different settings keep separate states; the format is Lightning's (``Counter{'what': 'epochs'}``), so keys
+        written by callbacks ported from Lightning stay the same.
+
+        Args:
+            **kwargs: The settings that tell instances apart; their ``repr`` goes into the key.
+        """
+        return f"{type(self).__qualname__}{kwargs!r}"
+
     def state_dict(self) -> dict[str, Any]:
         return {}
 

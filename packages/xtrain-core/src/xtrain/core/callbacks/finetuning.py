@@ -129,7 +129,8 @@ class BackboneFinetuning(BaseFinetuning):
 
     Args:
         unfreeze_backbone_at_epoch: The epoch at which the backbone starts training.
-        lambda_func: Factor applied to the backbone's learning rate each epoch after unfreezing.
+        lambda_func: Factor applied to the backbone's learning rate each epoch after unfreezing; the default
+            doubles it, as Lightning's ``multiplicative``.
         backbone_initial_ratio_lr: Backbone learning rate relative to the head's when unfrozen.
         backbone_initial_lr: An absolute learning rate instead of the ratio.
         should_align: Cap the backbone's learning rate at the head's.
@@ -144,7 +145,7 @@ class BackboneFinetuning(BaseFinetuning):
             raise ConfigError("unfreeze_backbone_at_epoch", unfreeze_backbone_at_epoch, "must be an epoch (int >= 0).",
                               fix="write unfreeze_backbone_at_epoch=10.")
         self.unfreeze_backbone_at_epoch = unfreeze_backbone_at_epoch
-        self.lambda_func = lambda_func if lambda_func is not None else _times_1_5
+        self.lambda_func = lambda_func if lambda_func is not None else _doubling
         self.backbone_initial_ratio_lr = backbone_initial_ratio_lr
         self.backbone_initial_lr = backbone_initial_lr
         self.should_align = should_align
@@ -189,5 +190,5 @@ class BackboneFinetuning(BaseFinetuning):
             self.previous_backbone_lr = new_lr
 
 
-def _times_1_5(epoch: int) -> float:
-    return 1.5
+def _doubling(epoch: int) -> float:
+    return 2.0

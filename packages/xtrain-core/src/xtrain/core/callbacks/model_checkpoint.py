@@ -6,6 +6,7 @@ import math
 import os
 import re
 import time
+import warnings
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -14,7 +15,7 @@ import torch
 from typing_extensions import override
 
 from xtrain.core.callbacks.callback import Callback
-from xtrain.core.errors import ConfigError
+from xtrain.core.errors import ConfigError, format_choices
 from xtrain.core.loggers.logger import Logger
 
 if TYPE_CHECKING:
@@ -49,8 +50,10 @@ class ModelCheckpoint(Callback):
         verbose: Print a line for every checkpoint saved (on rank 0).
         auto_insert_metric_name: Write template fields as ``name=value`` (``False``: the value alone, for names
             with ``/`` or your own separators).
-        save_on_train_epoch_end: ``False`` also saves right after each mid-epoch validation (with
-            ``val_check_interval`` < 1), so a monitored validation metric is ranked when it is fresh.
+        save_on_train_epoch_end: ``True`` saves at the end of training epochs; ``False`` saves right after each
+            validation instead (mid-epoch ones included), so a monitored validation metric is ranked when it is
+            fresh. ``None`` decides as Lightning: after validations when ``check_val_every_n_epoch != 1`` or
+            ``val_check_interval != 1.0``, at epoch ends otherwise (and when there is no validation).
         train_time_interval: Also save every this much wall-clock time (checked after optimizer steps; rank 0's
             clock decides for all ranks).
         enable_version_counter: Write ``name-v1.ckpt`` (``-v2``...) instead of overwriting an existing file that
@@ -99,6 +102,8 @@ class ModelCheckpoint(Callback):
         self.enable_version_counter = enable_version_counter
         self._last_time = time.monotonic()
         self._validated_step = -1
+        self._deferred = False  # a step save point passed before the monitored key existed: save after validation
+        self._pre_validation: tuple[int, dict[str, Any]] | None = None  # the metrics as a validation started
         self._dirpath = _absolute(dirpath)
         self._run_dirpath: Path | None = None
         self.filename = filename
@@ -110,6 +115,7 @@ class ModelCheckpoint(Callback):
         self.every_n_epochs = every_n_epochs if every_n_epochs is not None else (0 if self.every_n_train_steps else 1)
         self.save_weights_only = save_weights_only
         self.best_k_models: dict[str, float] = {}
+        self._recent: dict[str, float] = {}  # without monitor: the kept files by step (best_k_models stays empty)
         self.best_model_path = ""
         self._best_score: float | None = None
         self._current_score: float | None = None  # the monitored value at the latest save
@@ -157,6 +163,19 @@ class ModelCheckpoint(Callback):
     @override
     def on_fit_start(self, trainer: Trainer, module: TrainModule) -> None:
         self._run_dirpath = self.resolve_dirpath(trainer)
+        self._validated_step = -1
+        self._deferred = False
+
+    def saves_on_train_epoch_end(self, trainer: Trainer) -> bool:
+        """Whether the epoch-based saves happen at the end of training epochs (else after validations), resolving
+        ``save_on_train_epoch_end=None`` as Lightning does."""
+        if self.save_on_train_epoch_end is not None:
+            return self.save_on_train_epoch_end
+        if trainer.check_val_every_n_epoch != 1:
+            return False
+        if sum(trainer.num_val_batches) == 0:
+            return True
+        return bool(trainer.val_check_interval == 1.0)
 
     @property
     @override
@@ -167,7 +186,7 @@ class ModelCheckpoint(Callback):
     @override
     def state_dict(self) -> dict[str, Any]:
         # Lightning's keys (values as plain floats: the checkpoint loads with weights_only=True).
-        return {"monitor": self.monitor, "best_k_models": dict(self.best_k_models),
+        return {"monitor": self.monitor, "best_k_models": dict(self.best_k_models), "recent": dict(self._recent),
                 "best_model_path": self.best_model_path, "best_model_score": self._best_score,
                 "current_score": self._current_score, "kth_best_model_path": self.kth_best_model_path,
                 "kth_value": float(self.kth_value), "last_model_path": self.last_model_path,
@@ -176,6 +195,9 @@ class ModelCheckpoint(Callback):
     @override
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.best_k_models = dict(state.get("best_k_models", {}))
+        self._recent = dict(state.get("recent", {}))
+        if self.monitor is None and "recent" not in state:  # written before best_k_models stayed empty
+            self._recent, self.best_k_models = self.best_k_models, {}
         self.best_model_path = state.get("best_model_path", "")
         self.best_model_score = state.get("best_model_score")  # a float (a tensor in Lightning's checkpoints)
         self.last_model_path = state.get("last_model_path", "")
@@ -206,23 +228,51 @@ class ModelCheckpoint(Callback):
     def on_save_point(self, trainer: Trainer, module: TrainModule, *, epoch_end: bool) -> None:
         if trainer.sanity_checking or trainer.fast_dev_run:
             return
+        on_epoch_end = self.saves_on_train_epoch_end(trainer)
         if epoch_end:
-            due = self.every_n_epochs > 0 and trainer.current_epoch % self.every_n_epochs == 0
-            due = due and not (self.save_on_train_epoch_end is False and self._saved_step == trainer.global_step)
+            due = on_epoch_end and self.every_n_epochs > 0 and trainer.current_epoch % self.every_n_epochs == 0
+            metrics, epoch = None, trainer.current_epoch - 1
         else:
-            due = self.every_n_train_steps > 0 and trainer.global_step % self.every_n_train_steps == 0
-            due = due or (self.save_on_train_epoch_end is False and self.every_n_epochs > 0
-                          and self._validated_step == trainer.global_step)
-            if self.train_time_interval is not None:
-                elapsed = time.monotonic() - self._last_time >= self.train_time_interval.total_seconds()
-                due = trainer.strategy.broadcast(due or elapsed)
-        if not due:
+            (due, metrics), epoch = self._step_save_due(trainer, on_epoch_end), trainer.current_epoch
+        if due and self._saved_step != trainer.global_step:
+            self._save_point(trainer, epoch=epoch, metrics=metrics)
+
+    def _step_save_due(self, trainer: Trainer, on_epoch_end: bool) -> tuple[bool, dict[str, Any]]:
+        """Whether the save point after an optimizer step saves, and the metrics it ranks.
+
+        As in Lightning, a step- or time-based save ranks the metrics of its batch's end, before a validation that
+        followed it (the file is written after that validation, so a resume does not repeat it); one before the
+        monitored key exists waits for the next validation, and validations save by themselves when the epoch-based
+        saves do not happen at epoch ends.
+        """
+        step = trainer.global_step
+        validated = self._validated_step == step
+        before = self._pre_validation
+        metrics = before[1] if validated and before is not None and before[0] == step else \
+            dict(trainer.callback_metrics)
+        due = self.every_n_train_steps > 0 and step % self.every_n_train_steps == 0
+        if self.train_time_interval is not None:
+            elapsed = time.monotonic() - self._last_time >= self.train_time_interval.total_seconds()
+            due = bool(trainer.strategy.broadcast(due or elapsed))
+        if due and self.monitor is not None and self.monitor not in metrics:
+            self._deferred, due = True, False
+        elif due and self.monitor is not None and validated and trainer.is_last_batch and not on_epoch_end:
+            metrics = dict(trainer.callback_metrics)  # Lightning defers this one past the epoch's validation
+        if validated and not on_epoch_end:
+            if not due and (self._deferred or (self.every_n_epochs > 0
+                                               and (trainer.current_epoch + 1) % self.every_n_epochs == 0)):
+                due, metrics = True, dict(trainer.callback_metrics)
+            self._deferred = False
+        return due, metrics
+
+    def _save_point(self, trainer: Trainer, *, epoch: int, metrics: dict[str, Any] | None = None) -> None:
+        """Save now unless the monitored key is missing before any validation or ``max_overhead`` skips it."""
+        if self._unranked(trainer):
             return
-        epoch = trainer.current_epoch - 1 if epoch_end else trainer.current_epoch
         throttled = self._throttled(trainer)
         self._skipped_epoch = epoch if throttled else None
         if not throttled:
-            self._save(trainer, epoch=epoch)
+            self._save(trainer, epoch=epoch, metrics=metrics)
 
     def _throttled(self, trainer: Trainer) -> bool:
         """Whether ``max_overhead`` skips this save point; rank 0's clock decides for all ranks."""
@@ -230,6 +280,11 @@ class ModelCheckpoint(Callback):
             return False
         wait = min(self._save_seconds / self.max_overhead, self.MAX_OVERHEAD_WAIT)
         return bool(trainer.strategy.broadcast(time.monotonic() - self._last_time < wait))
+
+    @override
+    def on_validation_start(self, trainer: Trainer, module: TrainModule) -> None:
+        if not trainer.sanity_checking:
+            self._pre_validation = (trainer.global_step, dict(trainer.callback_metrics))
 
     @override
     def on_validation_end(self, trainer: Trainer, module: TrainModule) -> None:
@@ -260,24 +315,36 @@ class ModelCheckpoint(Callback):
         stopped = 0 < trainer.max_steps <= trainer.global_step or trainer.should_stop
         return (stopped and trainer.fit_loop.batch_idx > 0 and self._saved_step != trainer.global_step
                 and self.every_n_epochs > 0 and (trainer.current_epoch + 1) % self.every_n_epochs == 0
-                and self.save_on_train_epoch_end is not False and not trainer.fast_dev_run
+                and self.saves_on_train_epoch_end(trainer) and not trainer.fast_dev_run
                 and (self.monitor is None or self.monitor in trainer.callback_metrics))
 
-    def _score(self, trainer: Trainer) -> float | None:
+    def _unranked(self, trainer: Trainer) -> bool:
+        """Whether this save point is skipped because the monitored key is missing before any validation ran
+        (Lightning warns then; once validation has run, :meth:`_score` raises)."""
+        if self.monitor is None or self.monitor in trainer.callback_metrics or self._validated_step >= 0:
+            return False
+        warnings.warn(f"ModelCheckpoint(monitor={self.monitor!r}) skips its save points until {self.monitor!r} is "
+                      "logged: no validation has run yet.", UserWarning, stacklevel=2)
+        return True
+
+    def _score(self, metrics: dict[str, Any]) -> float | None:
         if self.monitor is None:
             return None
-        value = trainer.callback_metrics.get(self.monitor)
+        value = metrics.get(self.monitor)
         if value is None:
-            raise ConfigError("monitor", self.monitor, "was never logged, so ModelCheckpoint cannot rank checkpoints.",
-                              choices=sorted(trainer.callback_metrics),
-                              fix=f"log it with self.log({self.monitor!r}, value), or monitor a logged key.")
+            logged = sorted(metrics)
+            raise ConfigError("monitor", self.monitor, "is not among the logged metrics at this save point, so "
+                              "ModelCheckpoint cannot rank the checkpoint"
+                              + (f" (logged: {format_choices(logged)})." if logged else " (nothing is logged)."),
+                              fix=f"log it with self.log({self.monitor!r}, value) in training_step or "
+                                  "validation_step, or monitor a logged key.")
         return float(value.item() if isinstance(value, torch.Tensor) else value)
 
-    def _format(self, trainer: Trainer, epoch: int) -> str:
+    def _format(self, trainer: Trainer, epoch: int, metrics: dict[str, Any]) -> str:
         template = self.filename or "{epoch}-{step}"
         values: dict[str, Any] = {"epoch": epoch, "step": trainer.global_step}
         values.update({k: float(v.item() if isinstance(v, torch.Tensor) else v)
-                       for k, v in trainer.callback_metrics.items()})
+                       for k, v in metrics.items()})
 
         def field(match: re.Match[str]) -> str:
             name, spec = match.group(1), (match.group(2) or "")
@@ -290,19 +357,21 @@ class ModelCheckpoint(Callback):
     def _better(self, score: float, than: float) -> bool:
         return score < than if self.mode == "min" else score > than
 
-    def _save(self, trainer: Trainer, *, epoch: int) -> None:
+    def _save(self, trainer: Trainer, *, epoch: int, metrics: dict[str, Any] | None = None) -> None:
         """Save the run as it is now; ``epoch`` is the epoch the checkpoint belongs to (for the file name)."""
-        score = self._score(trainer)
+        metrics = dict(trainer.callback_metrics) if metrics is None else metrics
+        score = self._score(metrics)
         self._current_score = score
         dirpath = self.resolve_dirpath(trainer)
-        path = self._versioned(dirpath / f"{self._format(trainer, epoch)}{self.FILE_EXTENSION}")
+        path = self._versioned(dirpath / f"{self._format(trainer, epoch, metrics)}{self.FILE_EXTENSION}")
         keep: list[Path] = []
-        if self.save_top_k != 0 and (score is None or not math.isnan(score)):
-            if score is None:
+        if self.save_top_k != 0:
+            if score is None:  # no monitor (the same on every rank)
                 keep.append(path)
-                self.best_k_models[str(path)] = float(trainer.global_step)
-            elif self.save_top_k == -1 or len(self.best_k_models) < self.save_top_k or self._better(
-                    score, self._worst()[1]):
+                self._recent[str(path)] = float(trainer.global_step)
+            elif self._agreed(trainer, not math.isnan(score) and (
+                    self.save_top_k == -1 or len(self.best_k_models) < self.save_top_k
+                    or self._better(score, self._worst()[1]))):
                 keep.append(path)
                 self.best_k_models[str(path)] = score
         if not keep and not self.save_last:
@@ -320,6 +389,12 @@ class ModelCheckpoint(Callback):
             if (old != self.last_model_path and self._owns(old, dirpath)
                     and (started_from is None or _resolved(old) != started_from)):
                 trainer.strategy.remove_checkpoint(old)
+
+    @staticmethod
+    def _agreed(trainer: Trainer, better: bool) -> bool:
+        """Whether every rank ranks this checkpoint into the top k, as Lightning decides: a metric logged without
+        ``sync_dist`` differs between ranks, and ranks that disagree would save on some ranks only and hang."""
+        return better if trainer.world_size == 1 else trainer.strategy.reduce_boolean_decision(better, all=True)
 
     def _owns(self, path: str, dirpath: Path) -> bool:
         """Whether pruning may delete ``path``: a ``*.ckpt`` directly in this run's checkpoint directory. The ranking
@@ -341,10 +416,10 @@ class ModelCheckpoint(Callback):
         if self.save_top_k == -1:
             pass
         elif self.monitor is None:
-            ordered = sorted(self.best_k_models.items(), key=lambda kv: kv[1])
+            ordered = sorted(self._recent.items(), key=lambda kv: kv[1])
             doomed = [old for old, _ in ordered[: max(len(ordered) - self.save_top_k, 0)]]
             for old in doomed:
-                del self.best_k_models[old]
+                del self._recent[old]
         else:
             while len(self.best_k_models) > self.save_top_k:
                 doomed.append(self._worst()[0])
@@ -361,8 +436,8 @@ class ModelCheckpoint(Callback):
         if not self.enable_version_counter:
             return path
         candidate, version = path, 1
-        while candidate.exists() and str(candidate) not in self.best_k_models and \
-                str(candidate) != self.last_model_path:
+        owned = {*self.best_k_models, *self._recent, self.last_model_path}
+        while candidate.exists() and str(candidate) not in owned:
             candidate = path.with_name(f"{path.stem}-v{version}{path.suffix}")
             version += 1
         return candidate

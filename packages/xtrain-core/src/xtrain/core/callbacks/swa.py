@@ -1,12 +1,13 @@
-"""Stochastic Weight Averaging: an equal average of the weights at the end of the last epochs, with SWALR."""
+"""Stochastic Weight Averaging: an equal average of the weights at the start of the last epochs, with SWALR."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from torch import nn
-from torch.optim.swa_utils import SWALR, update_bn
+from torch.optim.swa_utils import SWALR
 from typing_extensions import override
 
 from xtrain.core._internal.optim import SchedulerConfig
@@ -23,12 +24,16 @@ _BATCH_NORM = (nn.modules.batchnorm._BatchNorm,)
 
 
 class StochasticWeightAveraging(WeightAveraging):
-    """Averages the weights reached at the end of each epoch from ``swa_epoch_start`` on (Izmailov et al., 2018).
+    """Averages the weights found at the start of each epoch from ``swa_epoch_start`` to the last (Izmailov et al.).
 
-    From that epoch the learning rate is annealed to ``swa_lrs`` by :class:`torch.optim.swa_utils.SWALR` (replacing
-    the module's epoch schedulers), the averaged weights are used for validation and saved in checkpoints, and at
-    the end of fitting the module receives them, with batch-norm statistics recomputed over the training data (the
-    statistics are averaged over ranks, so every rank ends with the same model).
+    As in Lightning the average takes the weights as each SWA epoch starts, so with ``swa_epoch_start=2`` and
+    ``max_epochs=4`` it holds the weights reached at the end of epochs 0, 1 and 2 (the last epoch's training is not
+    in it). From the first SWA epoch the learning rate is annealed to ``swa_lrs`` by
+    :class:`torch.optim.swa_utils.SWALR` (replacing the module's epoch schedulers), and the averaged weights are used
+    for validation and saved in checkpoints. When fitting runs to ``max_epochs`` the module receives them, with
+    batch-norm statistics recomputed by running ``training_step`` over the training batches without gradients (the
+    module needs no ``forward``; the statistics are averaged over ranks, so every rank ends with the same model).
+    A fit stopped earlier keeps its trained weights, as in Lightning.
 
     Args:
         swa_lrs: The SWA learning rate, one for all parameter groups or one per group (``None``: keep the schedule).
@@ -60,6 +65,8 @@ class StochasticWeightAveraging(WeightAveraging):
         self.annealing_epochs = annealing_epochs
         self.annealing_strategy = annealing_strategy
         self._start = 0
+        self._end: float = math.inf
+        self._latest_update_epoch = -1
 
     def _start_epoch(self, trainer: Trainer) -> int:
         """The 0-based index of the first SWA epoch: ``swa_epoch_start`` counts from 1, as in Lightning."""
@@ -74,10 +81,12 @@ class StochasticWeightAveraging(WeightAveraging):
     def setup(self, trainer: Trainer, module: TrainModule, stage: str) -> None:
         if stage == "fit":
             self._start = self._start_epoch(trainer)
+            self._end = trainer.max_epochs - 1 if _bounded(trainer) else math.inf
 
     @override
     def should_update(self, *, step_idx: int | None = None, epoch_idx: int | None = None) -> bool:
-        return epoch_idx is not None and epoch_idx >= self._start
+        """``epoch_idx`` is the epoch about to start: its starting weights join the average."""
+        return epoch_idx is not None and self._start <= epoch_idx <= self._end
 
     def _install_swalr(self, trainer: Trainer) -> None:
         if self.swa_lrs is None or not trainer.optimizers:
@@ -90,8 +99,25 @@ class StochasticWeightAveraging(WeightAveraging):
 
     @override
     def on_train_epoch_start(self, trainer: Trainer, module: TrainModule) -> None:
-        if trainer.current_epoch == self._start:
+        epoch = trainer.current_epoch
+        if epoch == self._start:
             self._install_swalr(trainer)
+        if epoch > self._latest_update_epoch and self.should_update(epoch_idx=epoch):
+            self._update(trainer)
+            self._latest_update_epoch = epoch
+
+    @override
+    def on_train_epoch_end(self, trainer: Trainer, module: TrainModule) -> None:
+        """Nothing: SWA updates when an epoch starts, not when it ends."""
+
+    @override
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "latest_update_epoch": self._latest_update_epoch}
+
+    @override
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self._latest_update_epoch = int(state.get("latest_update_epoch", -1))
 
     @override
     def on_load_checkpoint(self, trainer: Trainer, module: TrainModule, checkpoint: dict[str, Any]) -> None:
@@ -104,7 +130,7 @@ class StochasticWeightAveraging(WeightAveraging):
 
     @override
     def on_fit_end(self, trainer: Trainer, module: TrainModule) -> None:
-        if self.num_averaged == 0:
+        if self.num_averaged == 0 or (_bounded(trainer) and trainer.current_epoch < self._end + 1):
             return
         super().on_fit_end(trainer, module)
         live = trainer.strategy.module
@@ -113,15 +139,32 @@ class StochasticWeightAveraging(WeightAveraging):
 
     def _update_batch_norm(self, trainer: Trainer, live: nn.Module) -> None:
         strategy = trainer.strategy
-        inputs = (strategy.batch_to_device(batch) for batch in trainer.train_dataloader)
+        norms = [m for m in live.modules() if isinstance(m, _BATCH_NORM)]
+        momenta = [m.momentum for m in norms]
+        for m in norms:  # momentum None: an equal average over the batches, as Lightning's extra pass computes
+            m.reset_running_stats()
+            m.momentum = None
+        was_training = live.training
+        live.train()
+        limit = trainer.num_training_batches
         with torch.no_grad():
-            update_bn(inputs, live)
-        for m in live.modules():
-            if isinstance(m, _BATCH_NORM) and m.running_mean is not None and m.running_var is not None:
-                m.running_mean.copy_(strategy.reduce(m.running_mean, "mean"))
-                m.running_var.copy_(strategy.reduce(m.running_var, "mean"))
+            for batch_idx, batch in enumerate(trainer.train_dataloader or ()):
+                if batch_idx >= limit:
+                    break
+                strategy.run_step("training_step", strategy.batch_to_device(batch), batch_idx)
+        live.train(was_training)
+        for norm, momentum in zip(norms, momenta, strict=True):
+            norm.momentum = momentum
+            if norm.running_mean is not None and norm.running_var is not None:
+                norm.running_mean.copy_(strategy.reduce(norm.running_mean, "mean"))
+                norm.running_var.copy_(strategy.reduce(norm.running_var, "mean"))
         averaged = self.averaged_model
         assert averaged is not None
         with torch.no_grad():  # the averaged copy ends identical to the module, on every rank
             for kept, final in zip(averaged.buffers(), live.buffers(), strict=True):
                 kept.copy_(final)
+
+
+def _bounded(trainer: Trainer) -> bool:
+    """Whether fitting has a last epoch (``max_epochs`` set and not ``-1``), which bounds the SWA epochs."""
+    return trainer.max_epochs is not None and trainer.max_epochs >= 0

@@ -55,8 +55,9 @@ class WeightAveraging(Callback):
 
     # -- what subclasses decide -----------------------------------------------------------------------------------
     def should_update(self, *, step_idx: int | None = None, epoch_idx: int | None = None) -> bool:
-        """Whether to fold the current weights into the average after optimizer step ``step_idx`` (the global step
-        just reached) or at the end of training epoch ``epoch_idx``. Exactly one of the two is given."""
+        """Whether to fold the current weights into the average after optimizer step ``step_idx`` (the 0-based
+        index of the step just taken, ``global_step - 1``, as Lightning passes it) or at the end of training epoch
+        ``epoch_idx``. Exactly one of the two is given."""
         return step_idx is not None
 
     # -- the averaged copy ----------------------------------------------------------------------------------------
@@ -121,7 +122,7 @@ class WeightAveraging(Callback):
         step = trainer.global_step
         if step != self._last_step:
             self._last_step = step
-            if self.should_update(step_idx=step):
+            if self.should_update(step_idx=step - 1):
                 self._update(trainer)
 
     @override
@@ -190,9 +191,10 @@ class EMAWeightAveraging(WeightAveraging):
 
     Args:
         decay: The weight of the old average in each update (``0.999``: the last ~1000 steps matter).
-        update_every_n_steps: Update after every n-th optimizer step.
-        update_starting_at_step: Do not update before this global step.
-        update_starting_at_epoch: Do not update before this epoch.
+        update_every_n_steps: Update after the steps whose 0-based index is a multiple of n.
+        update_starting_at_step: Do not update after steps with a 0-based index below this one.
+        update_starting_at_epoch: Also update at the end of every epoch from this one on; as in Lightning this
+            does not hold back the step updates.
         device: Where the averaged copy lives (``None``: beside the module).
         use_buffers: Average the buffers too.
     """
@@ -210,22 +212,12 @@ class EMAWeightAveraging(WeightAveraging):
         self.update_every_n_steps = update_every_n_steps
         self.update_starting_at_step = update_starting_at_step
         self.update_starting_at_epoch = update_starting_at_epoch
-        self._epoch = 0
-
-    @override
-    def on_train_epoch_start(self, trainer: Trainer, module: TrainModule) -> None:
-        self._epoch = trainer.current_epoch
-
-    @override
-    def on_train_start(self, trainer: Trainer, module: TrainModule) -> None:
-        self._epoch = trainer.current_epoch
 
     @override
     def should_update(self, *, step_idx: int | None = None, epoch_idx: int | None = None) -> bool:
-        if step_idx is None:
-            return False
-        if self.update_starting_at_step is not None and step_idx < self.update_starting_at_step:
-            return False
-        if self.update_starting_at_epoch is not None and self._epoch < self.update_starting_at_epoch:
-            return False
-        return step_idx % self.update_every_n_steps == 0
+        # Lightning's rule: the step conditions and the epoch condition are independent triggers.
+        if step_idx is not None and step_idx % self.update_every_n_steps == 0 and (
+                self.update_starting_at_step is None or step_idx >= self.update_starting_at_step):
+            return True
+        return (epoch_idx is not None and self.update_starting_at_epoch is not None
+                and epoch_idx >= self.update_starting_at_epoch)

@@ -82,13 +82,21 @@ def run_evaluation(trainer: Trainer, stage: EvalStage, loaders: list[Any], limit
     return results
 
 
-def results_per_dataloader(results: dict[str, float], count: int) -> list[dict[str, float]]:
+def results_per_dataloader(results: dict[str, float], count: int,
+                           origins: dict[str, set[str]] | None = None) -> list[dict[str, float]]:
     """``validate``/``test``'s return value, as Lightning's: one dict per dataloader, each with that dataloader's
-    ``.../dataloader_idx_<i>`` values and the values logged for all of them (in epoch-end hooks, say)."""
+    ``.../dataloader_idx_<i>`` values and the values logged for all of them (in epoch-end hooks, say). ``origins``:
+    the dataloader suffixes of keys logged without one (``add_dataloader_idx=False``), which go to those only."""
     if count <= 1:
         return [results]
-    return [{k: v for k, v in results.items() if k.endswith(f"/dataloader_idx_{i}") or "/dataloader_idx_" not in k}
-            for i in range(count)]
+    origins = origins or {}
+
+    def belongs(key: str, suffix: str) -> bool:
+        if "/dataloader_idx_" in key:
+            return key.endswith(suffix)
+        return key not in origins or suffix in origins[key]
+
+    return [{k: v for k, v in results.items() if belongs(k, f"/dataloader_idx_{i}")} for i in range(count)]
 
 
 def run_predict(trainer: Trainer, loaders: list[Any], limits: list[float], *, keep: bool = True) -> list[list[Any]]:

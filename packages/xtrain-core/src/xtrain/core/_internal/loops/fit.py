@@ -18,6 +18,7 @@ from xtrain.core._internal.data import resumable_sampler, set_sampler_epoch
 from xtrain.core._internal.hook_overrides import batch_preparer, module_overrides
 from xtrain.core._internal.loops.hooked_step import STEP_HOOKS, hooked_optimizer_step
 from xtrain.core._internal.nonfinite import NonFiniteCheck
+from xtrain.core._internal.optimizer import requires_closure
 from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.core._internal.run_flags import min_reached, reload_due
 from xtrain.core._internal.sampler import SeededBatchSampler
@@ -62,7 +63,12 @@ class FitLoop:
         self._warned_none = False
         self._step_args = step_args(trainer.module.training_step)
         self._prepare = batch_preparer(trainer)
-        self._hooked_step = any(module_overrides(trainer.module, name) for name in STEP_HOOKS)
+        module = trainer.module
+        self._hooked_step = module.automatic_optimization and (
+            any(module_overrides(module, name) for name in STEP_HOOKS)
+            or any(requires_closure(optimizer) for optimizer in trainer.optimizers[:1]))
+        self._zero_grad_hook = module.optimizer_zero_grad if module_overrides(module, "optimizer_zero_grad") else None
+        self._epoch_schedulers_stepped = False
         # The callbacks around backward and the optimizer step, resolved per epoch in _batches (as the batch hooks).
         self._before_backward: tuple[Any, ...] = ()
         self._after_backward: tuple[Any, ...] = ()
@@ -136,12 +142,15 @@ class FitLoop:
         total = t.num_training_batches
         t._metrics.begin("train")
         if resumed and p.batches_in_epoch >= total:
-            # Saved after the epoch's last step but before its end: only the epoch end is left. Iterating would
-            # leave the sampler's resume offset pending (samplers are lazy) and empty the next epoch.
+            # Saved after the epoch's last step but before its end: only the epoch end is left (the epoch-interval
+            # schedulers stepped with that last batch). Iterating would leave the sampler's resume offset pending
+            # (samplers are lazy) and empty the next epoch.
             t._pending_sampler = None
             t._restore_pending_rng()
+            self._epoch_schedulers_stepped = True
             self._epoch_end(True)
             return
+        self._epoch_schedulers_stepped = False
         if not resumed:
             t._restore_pending_rng()
             t._hooks.call("on_train_epoch_start")
@@ -213,6 +222,8 @@ class FitLoop:
             batch_idx += 1
             p.batches_in_epoch = batch_idx
             p.total_batches += 1
+            if last:
+                self._step_epoch_schedulers()
             if on_end:
                 shown = _batch_end_outputs(output)
                 for fn in on_end:
@@ -221,6 +232,8 @@ class FitLoop:
                 t._write_step_logs()
             self._check_time()
             if t._val_due(batch_idx, last) or (not last and self._validates_before_stopping()):
+                if last or batch_idx % t.accumulate_grad_batches == 0 or not t.module.automatic_optimization:
+                    t.module.zero_grad()  # as Lightning: gradients are released before validation, unless mid-window
                 t._run_validation()
             if stepped:
                 t._check_preemption()
@@ -247,19 +260,24 @@ class FitLoop:
             t._after_optimizer_step(stepped=False, log_count=t._progress.total_batches + 1)
             return output, steps > 0
         accumulate = t.accumulate_grad_batches
-        accumulating = accumulate > 1 and (batch_idx + 1) % accumulate != 0 and not last
+        optimizer = t.optimizers[0]
+        zero: torch.optim.Optimizer | None = optimizer
+        if accumulate == 1:
+            accumulating = False
+        else:  # as Lightning: the gradients are zeroed on the first batch of each window (batch_idx % accumulate)
+            accumulating = (batch_idx + 1) % accumulate != 0 and not last
+            zero = optimizer if batch_idx % accumulate == 0 else None
         if self._hooked_step and not accumulating:
-            return self._user_optimizer_step(batch, batch_idx)
+            return self._user_optimizer_step(batch, batch_idx, zero)
         if accumulate > 1 and not strategy.handles_gradient_accumulation:
             with strategy.no_backward_sync(accumulating):
-                output, loss = self._forward_backward(batch, batch_idx, accumulate)
+                output, loss = self._forward_backward(batch, batch_idx, accumulate, zero)
         else:
-            output, loss = self._forward_backward(batch, batch_idx, 1)
+            output, loss = self._forward_backward(batch, batch_idx, 1, zero)
         if accumulating:
             return output, False
         if loss is None:  # training_step returned None: counted; a non-finite loss skipped by on_nonfinite_loss: not
-            return output, self._nothing_to_step() if _loss_of(output) is None else False
-        optimizer = t.optimizers[0]
+            return output, self._nothing_to_step(zero is None) if _loss_of(output) is None else False
         for fn in self._before_optimizer_step:
             fn(optimizer)
         if t.skip_optimizer_step:  # a callback dropped this step (e.g. SpikeDetection): no update, no step counted
@@ -269,41 +287,63 @@ class FitLoop:
         if t.gradient_clip_val:
             strategy.clip_gradients(optimizer, value=t.gradient_clip_val, algorithm=t.gradient_clip_algorithm)
         stepped = strategy.optimizer_step(optimizer)
-        for fn in self._before_zero_grad:
-            fn(optimizer)
-        optimizer.zero_grad(set_to_none=True)
         t._progress.global_step += 1
         t._after_optimizer_step(stepped)
         return output, True
 
-    def _nothing_to_step(self) -> bool:
-        """``training_step`` returned None: as in Lightning, no gradient and no update, but the step counts (the
-        schedulers step, logging and checkpointing see it), with a warning the first time."""
+    def _nothing_to_step(self, window_has_grads: bool) -> bool:
+        """``training_step`` returned None at the end of a window: as in Lightning, the step still counts (the
+        schedulers step, logging and checkpointing see it) and the pre-step hooks run; the optimizer steps on what
+        the window's earlier batches accumulated (nothing when this batch opened the window). Warns the first time.
+        """
         t = self.trainer
         if not self._warned_none:
             self._warned_none = True
             warnings.warn("training_step returned None, so this batch updates nothing; the step still counts in "
                           "global_step, as in Lightning. If this was on purpose, ignore this warning.", UserWarning,
                           stacklevel=2)
-        t.optimizers[0].zero_grad(set_to_none=True)
+        optimizer = t.optimizers[0]
+        for fn in self._before_optimizer_step:
+            fn(optimizer)
+        if t.skip_optimizer_step:
+            t.skip_optimizer_step = False
+            optimizer.zero_grad(set_to_none=True)
+            return False
+        stepped = True
+        if window_has_grads:
+            if t.gradient_clip_val:
+                t.strategy.clip_gradients(optimizer, value=t.gradient_clip_val, algorithm=t.gradient_clip_algorithm)
+            stepped = t.strategy.optimizer_step(optimizer)
         t._progress.global_step += 1
-        t._after_optimizer_step(True)
+        t._after_optimizer_step(stepped)
         return True
 
-    def _user_optimizer_step(self, batch: Any, batch_idx: int) -> tuple[Any, bool]:
+    def _user_optimizer_step(self, batch: Any, batch_idx: int,
+                             zero: torch.optim.Optimizer | None) -> tuple[Any, bool]:
         t = self.trainer
         accumulate = 1 if t.strategy.handles_gradient_accumulation else t.accumulate_grad_batches
-        output, steps = hooked_optimizer_step(t, self._forward_backward, batch, batch_idx, accumulate)
-        if not steps:
+        output, counted = hooked_optimizer_step(t, self._forward_backward, _loss_of, batch, batch_idx, accumulate,
+                                                zero)
+        if not counted:
             return output, False
-        t._progress.global_step += steps
+        t._progress.global_step += 1
         t._after_optimizer_step(True)
         return output, True
 
-    def _forward_backward(self, batch: Any, batch_idx: int, accumulate: int) -> tuple[Any, torch.Tensor | None]:
+    def _forward_backward(self, batch: Any, batch_idx: int, accumulate: int,
+                          zero: torch.optim.Optimizer | None) -> tuple[Any, torch.Tensor | None]:
+        """``training_step``, then the zeroing of ``zero``'s gradients (given on a window's first batch), then the
+        backward pass: Lightning's closure, so gradients stay readable until the next window starts."""
         t = self.trainer
         output = t.strategy.run_step("training_step", *self._step_args(batch, batch_idx, 0))
         loss = _loss_of(output)
+        if zero is not None:
+            for fn in self._before_zero_grad:
+                fn(zero)
+            if self._zero_grad_hook is not None:
+                self._zero_grad_hook(t.current_epoch, batch_idx, zero)
+            else:
+                zero.zero_grad(set_to_none=True)
         if loss is None:
             return output, None
         p = t._progress
@@ -318,19 +358,29 @@ class FitLoop:
             fn()
         return output, loss
 
+    def _step_epoch_schedulers(self) -> None:
+        """Step the epoch-interval schedulers other than ReduceLROnPlateau once per epoch, when its last batch is done
+        and before its ``on_train_batch_end``, as Lightning; under manual optimization ``training_step`` steps them."""
+        t = self.trainer
+        if not self._epoch_schedulers_stepped and t.lr_scheduler_configs and t.module.automatic_optimization:
+            t._step_schedulers("epoch", plateau=False)
+        self._epoch_schedulers_stepped = True
+
     # -- epoch end -----------------------------------------------------------------------------------------------
     def _epoch_end(self, completed: bool) -> None:
         t = self.trainer
         p = t._progress
         self._nonfinite.flush()
+        if completed:  # the epoch ended early (on_train_batch_start returned -1) or a stream ran out
+            self._step_epoch_schedulers()
         values = t._metrics.end_epoch()
         with t._metrics.epoch_end_logging():
             t._hooks.call("on_train_epoch_end")
         t._epoch_end_logs(values)
         if not completed:
             return
-        if t.module.automatic_optimization:  # under manual optimization training_step steps its schedulers
-            t._step_schedulers("epoch")
+        if t.module.automatic_optimization:  # ReduceLROnPlateau reads what the epoch-end hooks logged
+            t._step_schedulers("epoch", plateau=True)
         p.epoch += 1
         p.batches_in_epoch = 0
         t._check_preemption()

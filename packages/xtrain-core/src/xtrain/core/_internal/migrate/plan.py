@@ -346,7 +346,8 @@ class Planner(cst.CSTVisitor):
         if r is not None and r.action is Action.MISSING:
             self.note(method, f"{name}: {r.note}")
         elif r is not None and not installed.exists(f"{base}.{name}") and name not in ("load_from_checkpoint",):
-            self.note(method, f"the installed xtrain does not call {name}; upgrade xtrain-core or move the code")
+            self.note(method, f"xtrain (the installed xtrain-core {installed.core_version()}) does not call {name}: "
+                              "move the code to a hook it calls")
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         if "lightning_logs" in node.value and self.plan.bindings:

@@ -142,8 +142,9 @@ RULES: tuple[Rule, ...] = (
     _r(N, f"{_UT}.seed.seed_everything", "xtrain.core.seed_everything"),
     _r(N, f"{_UT}.grad_norm", None, "compute torch.linalg.vector_norm over p.grad yourself"),
     _r(N, f"{_UT}.AttributeDict", None, "self.hparams is a plain mapping with attribute access"),
-    *(_r(N, f"{name}.CombinedLoader", None, "return a dict or list of loaders from *_dataloader")
-      for name in (_UT, f"{_PL}.trainer.supporters")),
+    *(_r(N, f"{name}.CombinedLoader", "xtrain.core.combined_loader.CombinedLoader",
+         "the same modes; a plain list or dict of training loaders is combined max_size_cycle, as in Lightning")
+      for name in (_UT, f"{_UT}.combined_loader", f"{_PL}.trainer.supporters")),
     _r(N, f"{_UT}.model_helpers.get_torchvision_model", "torchvision.models.get_model", "the same call"),
     _r(N, f"{_UT}.model_helpers.is_overridden", None, "compare type(obj).method with the base class's"),
     _r(N, f"{_UT}.imports._TORCHVISION_AVAILABLE", None, "becomes importlib.util.find_spec(\"torchvision\") is "
@@ -218,7 +219,8 @@ RULES: tuple[Rule, ...] = (
     _r(T, "auto_lr_find", None, "Lightning 1.x: call xtrain.core.tuner.Tuner(trainer).lr_find(model) before fit"),
     _r(T, "auto_scale_batch_size", None, "Lightning 1.x: call Tuner(trainer).scale_batch_size(model) before fit"),
     _r(T, "truncated_bptt_steps", None, "split the sequence in training_step (manual optimization)"),
-    _r(T, "multiple_trainloader_mode", None, "return a dict of loaders; they are cycled to the longest"),
+    _r(T, "multiple_trainloader_mode", None, "a list or dict of training loaders is cycled to the longest; for "
+                                              "another mode pass CombinedLoader(loaders, mode)"),
     _r(T, "prepare_data_per_node", None, "set DataModule.prepare_data_per_node instead"),
     _r(T, "reload_dataloaders_every_epoch", "reload_dataloaders_every_n_epochs", "Lightning 1.x: True means 1"),
     _r(T, "log_gpu_memory", None, "use a DeviceStatsMonitor callback"),
@@ -342,6 +344,11 @@ RULES: tuple[Rule, ...] = (
     _r(A, "on_batch_end", None, "removed in Lightning 2.0: use on_train_batch_end"),
     _r(A, "on_pretrain_routine_start", None, "removed in Lightning 2.0: use on_fit_start"),
     _r(A, "on_pretrain_routine_end", None, "removed in Lightning 2.0: use on_fit_start"),
+    _r(A, "backward", None, "xtrain never calls an override of backward (the strategy runs loss.backward()): move "
+                            "what it adds to on_before_backward / on_after_backward, or use manual optimization with "
+                            "self.manual_backward"),
+    _r(A, "on_validation_model_zero_grad", None, "xtrain never calls an override: it releases the gradients before "
+                                                 "each validation itself, as Lightning's default does"),
     *(_r(A, name, action=SAME) for name in (
         "training_step", "validation_step", "test_step", "predict_step", "configure_optimizers",
         "configure_callbacks", "configure_model", "configure_gradient_clipping", "optimizer_step",
