@@ -228,12 +228,17 @@ class ModelCheckpoint(Callback):
     def on_save_point(self, trainer: Trainer, module: TrainModule, *, epoch_end: bool) -> None:
         if trainer.sanity_checking or trainer.fast_dev_run:
             return
-        on_epoch_end = self.saves_on_train_epoch_end(trainer)
         if epoch_end:
-            due = on_epoch_end and self.every_n_epochs > 0 and trainer.current_epoch % self.every_n_epochs == 0
+            due = (self.saves_on_train_epoch_end(trainer) and self.every_n_epochs > 0
+                   and trainer.current_epoch % self.every_n_epochs == 0)
             metrics, epoch = None, trainer.current_epoch - 1
         else:
-            (due, metrics), epoch = self._step_save_due(trainer, on_epoch_end), trainer.current_epoch
+            step = trainer.global_step
+            if (self.train_time_interval is None and self._validated_step != step
+                    and not (self.every_n_train_steps > 0 and step % self.every_n_train_steps == 0)):
+                return  # the common step (runs every step): no save is due and no validation just ran
+            (due, metrics), epoch = (self._step_save_due(trainer, self.saves_on_train_epoch_end(trainer)),
+                                     trainer.current_epoch)
         if due and self._saved_step != trainer.global_step:
             self._save_point(trainer, epoch=epoch, metrics=metrics)
 
