@@ -138,12 +138,16 @@ class ParallelStrategy(Strategy, ABC):
             os.environ["MASTER_PORT"] = str(env.main_port)
             dist.init_process_group(self.backend, rank=self.global_rank, world_size=self.world_size,
                                     timeout=self.timeout, store=attempt_store(self.timeout))
-            # Kept for later fits in this process, destroyed at exit: a group left to static destructors can
-            # abort the process ("terminate called without an active exception") after training succeeded.
-            # Registered once, holding no strategy: a Trainer deleted after fit is freed with its model.
-            _release_group_at_exit()
-        _SET_UP.add(self)
+        self.keep_group_until_exit()
         self.start_watchdog()
+
+    def keep_group_until_exit(self) -> None:
+        """Keep the process group for later fits in this process, and at exit drop this strategy's model, then
+        destroy the group while Python still runs: a group left to static destructors (or a wrapped model holding
+        it) can abort the process ("terminate called without an active exception") after training succeeded.
+        Strategies that create the group themselves (Bagua) call it once it exists."""
+        _release_group_at_exit()  # registered once, holding no strategy: a Trainer deleted after fit is freed
+        _SET_UP.add(self)
 
     def _release_model(self) -> None:
         """Drop the wrapped model (DDP holds the group and its threads), so the group can be destroyed."""

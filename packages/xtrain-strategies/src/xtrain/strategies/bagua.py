@@ -109,6 +109,7 @@ class BaguaStrategy(DDPStrategy):
         bagua = bagua_or_error(self.algorithm)
         if not bagua.communication.is_initialized():
             bagua.init_process_group()  # also the torch.distributed group the watchdog and collectives use
+        self.keep_group_until_exit()
         self.start_watchdog()
         stopped = self._async_algorithm()
         if stopped is not None:  # a second fit: the last teardown aborted Bagua's background averaging
@@ -118,6 +119,11 @@ class BaguaStrategy(DDPStrategy):
     def wrap_module(self, module: nn.Module) -> nn.Module:
         self._forward = _BaguaForward(StepRedirect(module))
         return self._forward
+
+    @override
+    def _release_model(self) -> None:
+        super()._release_model()
+        self._forward = None  # its DistributedDataParallel holds the group's threads
 
     @override
     def setup_optimizers(self, optimizers: list[torch.optim.Optimizer]) -> list[torch.optim.Optimizer]:
