@@ -12,6 +12,7 @@ Three details of Horovod's optimizer that a framework has to get right:
 
 from __future__ import annotations
 
+import math
 import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ class HorovodOptimizers:
     def __init__(self, strategy: HorovodStrategy) -> None:
         self.strategy = strategy
         self.wrapped: list[torch.optim.Optimizer] = []
+        self._names = 0  # optimizers wrapped so far: Horovod's tensor names must stay unique across fits
         self.steps = 0
         self._synchronized: set[int] = set()
 
@@ -40,9 +42,13 @@ class HorovodOptimizers:
         s = self.strategy
         hvd = s.hvd
         names = {id(p): n for n, p in s.module.named_parameters()} if s._module is not None else {}
+        for retired in self.wrapped:  # a later fit's new optimizers (every fit configures its own)
+            _mute(retired)
+        self.wrapped = []
         result = []
         for optimizer in optimizers:
-            index = len(self.wrapped)
+            index = self._names
+            self._names += 1
             params = [p for group in optimizer.param_groups for p in group["params"]]
             named = [(f"opt{index}.{names.get(id(p), f'param{j}')}", p) for j, p in enumerate(params)]
             wrapped = hvd.DistributedOptimizer(
@@ -111,3 +117,17 @@ def _zero_grad(self: Any, set_to_none: bool = True) -> None:
         raise AssertionError("optimizer.zero_grad() was called after loss.backward() but before optimizer.step() "
                              "or optimizer.synchronize(); Horovod forbids it (the pending all-reduce would race).")
     super(type(self), self).zero_grad(set_to_none=set_to_none)
+
+
+def _mute(optimizer: torch.optim.Optimizer) -> None:
+    """Silence the gradient hooks of a Horovod ``DistributedOptimizer`` that a new one replaces.
+
+    Horovod registers them on the parameters' gradient accumulators without handles, so they cannot be removed;
+    left as they are, the old optimizer counts every backward pass of the new one and raises "Gradients were computed
+    more than backward_passes_per_step times" at the next fit's first step. With an endless countdown the hook never
+    all-reduces and never raises (it reads Horovod's ``_allreduce_delay``; nothing public does this).
+    """
+    delay = getattr(optimizer, "_allreduce_delay", None)
+    if isinstance(delay, dict):
+        for parameter in delay:
+            delay[parameter] = math.inf
