@@ -228,13 +228,18 @@ class Head(TrainModule):
             self.extra = torch.nn.Linear(3, 1)
 
 
-def test_a_head_rebuilt_in_on_load_checkpoint_is_optimized_and_restored(tmp_path: Path) -> None:
+def _head_checkpoint(tmp_path: Path) -> None:
+    """``tmp_path/h.ckpt``: one epoch of a Head that has its extra layer."""
     torch.manual_seed(0)
     head = Head()
     head.extra = torch.nn.Linear(3, 1)
     trainer = Trainer(max_epochs=1, **QUIET)
     trainer.fit(head, _data())
     trainer.save_checkpoint(tmp_path / "h.ckpt")
+
+
+def test_a_head_rebuilt_in_on_load_checkpoint_is_optimized_and_restored(tmp_path: Path) -> None:
+    _head_checkpoint(tmp_path)
     torch.manual_seed(5)
     resumed = Head()
     trainer = Trainer(max_epochs=2, **QUIET)
@@ -244,12 +249,7 @@ def test_a_head_rebuilt_in_on_load_checkpoint_is_optimized_and_restored(tmp_path
 
 
 def test_a_refused_resume_still_loads_nothing(tmp_path: Path) -> None:
-    torch.manual_seed(0)
-    head = Head()
-    head.extra = torch.nn.Linear(3, 1)
-    trainer = Trainer(max_epochs=1, **QUIET)
-    trainer.fit(head, _data())
-    trainer.save_checkpoint(tmp_path / "h.ckpt")
+    _head_checkpoint(tmp_path)
 
     class Wider(Head):
         def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
