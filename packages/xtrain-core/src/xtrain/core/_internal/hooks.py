@@ -64,6 +64,12 @@ class HookDispatcher:
             return None
         return self.get(name)[len(self._callbacks_around(name)[0])]
 
+    def may_read_gradients(self, name: str) -> bool:
+        """Whether an implementation of hook ``name`` may read parameter gradients: the module's, or a callback's
+        that does not declare ``reads_gradients = False``."""
+        first, last = self._callbacks_around(name)
+        return overrides(self._module, TrainModule, name) or any(cb.reads_gradients for cb in (*first, *last))
+
     def call_module_first(self, name: str, *args: Any, between: Callable[[], None] | None = None) -> None:
         """Call hook ``name`` on the module and the DataModule, then ``between()``, then on every callback.
 

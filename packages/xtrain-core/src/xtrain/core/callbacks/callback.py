@@ -20,9 +20,14 @@ class Callback:
 
     Attributes:
         runs_last: Run after the module's own hook, so metrics it logs are visible (checkpointing, early stopping).
+        reads_gradients: Whether ``on_train_batch_start`` / ``on_train_batch_end`` may read parameter gradients
+            (``p.grad``). Declare ``False`` if they never do: when no batch hook reads them, the Trainer releases the
+            gradients right after the optimizer step (faster, lower peak memory) instead of just before the next
+            backward pass, as Lightning does.
     """
 
     runs_last: ClassVar[bool] = False
+    reads_gradients: ClassVar[bool] = True
 
     @property
     def state_key(self) -> str:

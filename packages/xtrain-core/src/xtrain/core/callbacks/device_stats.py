@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from typing_extensions import override
 
@@ -25,6 +25,8 @@ class DeviceStatsMonitor(Callback):
     Args:
         prefix: Prepended to every key.
     """
+
+    reads_gradients: ClassVar[bool] = False
 
     def __init__(self, *, prefix: str = "device_stats/") -> None:
         self.prefix = prefix

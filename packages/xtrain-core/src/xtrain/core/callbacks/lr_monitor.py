@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import torch
 from typing_extensions import override
@@ -38,6 +38,8 @@ class LearningRateMonitor(Callback):
         log_momentum: Also log the momentum (or Adam's beta1; 0 for an optimizer without either).
         log_weight_decay: Also log the weight decay.
     """
+
+    reads_gradients: ClassVar[bool] = False
 
     def __init__(self, logging_interval: Literal["step", "epoch"] | None = None, *, log_momentum: bool = False,
                  log_weight_decay: bool = False) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, ClassVar, TextIO
 
 from typing_extensions import override
 
@@ -41,6 +41,8 @@ class ProgressBar(Callback):
         log_interval: Seconds between lines when the output is not a terminal.
         stream: Where to write (default ``sys.stderr``).
     """
+
+    reads_gradients: ClassVar[bool] = False
 
     def __init__(self, *, refresh_interval: float = 0.2, log_interval: float = 30.0, stream: TextIO | None = None) -> None:
         self.refresh_interval = refresh_interval

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections import deque
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import torch
 from typing_extensions import override
@@ -41,6 +41,8 @@ class SpikeDetection(Callback):
         atol: Absolute excess over the mean that makes a spike (``None``: not used).
         rtol: Excess relative to the mean that makes a spike (``None``: not used).
     """
+
+    reads_gradients: ClassVar[bool] = False
 
     def __init__(self, *, mode: Mode = "skip", window: int = 10, warmup: int = 10, atol: float | None = None,
                  rtol: float | None = 2.0) -> None:

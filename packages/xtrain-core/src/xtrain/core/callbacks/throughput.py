@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from typing_extensions import override
@@ -54,6 +54,8 @@ class ThroughputMonitor(Callback):
         measure_flops: Measure FLOPs on the first batch.
         dtype: The dtype of the matrix math, for the peak FLOP/s (default: from the precision).
     """
+
+    reads_gradients: ClassVar[bool] = False
 
     def __init__(self, batch_size_fn: Callable[[Any], int] | None = None, length_fn: Callable[[Any], int] | None = None,
                  *, flops_per_batch: float | None = None, measure_flops: bool = True,

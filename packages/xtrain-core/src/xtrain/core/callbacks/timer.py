@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from typing_extensions import override
 
@@ -34,6 +34,8 @@ class Timer(Callback):
         interval: Check after every ``"step"`` or at the end of every ``"epoch"``.
         verbose: Print on rank 0 when the time is up.
     """
+
+    reads_gradients: ClassVar[bool] = False
 
     def __init__(self, duration: str | timedelta | dict[str, int] | None = None, *,
                  interval: Literal["step", "epoch"] = "step", verbose: bool = True) -> None:

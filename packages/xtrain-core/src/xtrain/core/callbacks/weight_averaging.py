@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
@@ -42,6 +42,8 @@ class WeightAveraging(Callback):
         multi_avg_fn: ``AveragedModel``'s averaging function over lists of parameters (e.g.
             ``get_ema_multi_avg_fn(0.999)``).
     """
+
+    reads_gradients: ClassVar[bool] = False
 
     def __init__(self, *, device: str | torch.device | None = None, use_buffers: bool = True,
                  avg_fn: Callable[..., Any] | None = None, multi_avg_fn: Callable[..., Any] | None = None) -> None:

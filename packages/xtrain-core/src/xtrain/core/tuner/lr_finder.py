@@ -6,7 +6,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from typing_extensions import override
 
@@ -139,6 +139,8 @@ class LRFinder:
 
 class RangeTest(Callback):
     """Sets the learning rate of each step and records the smoothed loss; stops once the loss diverges."""
+
+    reads_gradients: ClassVar[bool] = False
 
     def __init__(self, result: LRFinder, *, early_stop_threshold: float | None, beta: float = 0.98) -> None:
         self.result = result
