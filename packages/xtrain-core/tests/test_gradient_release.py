@@ -119,3 +119,9 @@ def test_accumulation_and_training_step_returning_none_keep_lightnings_order() -
     Trainer(max_epochs=1, callbacks=[Reader()], **QUIET).fit(module, loader())
     Trainer(max_epochs=1, callbacks=[Blind()], **QUIET).fit(released, loader())
     assert torch.equal(module.net.weight, released.net.weight)  # the None step updates nothing either way
+
+
+def test_the_runs_last_step_keeps_them_for_code_after_fit() -> None:
+    module = Net()
+    Trainer(max_steps=6, callbacks=[Blind()], **QUIET).fit(module, loader())  # stops mid-epoch
+    assert module.net.weight.grad is not None

@@ -252,7 +252,8 @@ class FitLoop:
         """Whether the gradients may be released right after the optimizer step rather than, as Lightning, just
         before the next backward pass: when no hook between the two can read them. Faster (the next forward reuses
         the memory, still warm) and a lower peak (the gradients are not held through the forward pass). The
-        epoch's last step keeps them, so epoch-end hooks see them as in Lightning."""
+        epoch's last step and the run's (``max_steps``) keep them, so epoch-end hooks and code reading them after
+        ``fit`` see them as in Lightning."""
         t = self.trainer
         hooks = t._hooks
         return (t.module.automatic_optimization and not self._hooked_step and self._zero_grad_hook is None
@@ -302,10 +303,11 @@ class FitLoop:
         if t.gradient_clip_val:
             strategy.clip_gradients(optimizer, value=t.gradient_clip_val, algorithm=t.gradient_clip_algorithm)
         stepped = strategy.optimizer_step(optimizer)
-        if self._release_early and accumulate == 1 and not last:
+        p = t._progress
+        if self._release_early and accumulate == 1 and not last and p.global_step + 1 != t.max_steps:
             optimizer.zero_grad(set_to_none=True)
             self._released = True
-        t._progress.global_step += 1
+        p.global_step += 1
         t._after_optimizer_step(stepped)
         return output, True
 
