@@ -119,6 +119,12 @@ def materialize_main(settings: dict[str, Any]) -> None:
         (Path(settings["out"]) / "weights.json").write_text(json.dumps({"weights": weights, "local": local}))
     dist.barrier()  # no rank tears the group down while another still gathers
     dist.destroy_process_group()
+    # Skip the interpreter's finalization: gloo's worker threads can still hold work with tensors of this mesh, and
+    # releasing them while Python shuts down aborts the process ('terminate called without an active exception',
+    # a torch teardown race seen once in a local CI run, after everything this script checks had been written).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 # -- running it ------------------------------------------------------------------------------------------------------
