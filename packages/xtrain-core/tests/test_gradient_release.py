@@ -31,6 +31,10 @@ def loader() -> DataLoader[Any]:
     return DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=8)  # 4 batches an epoch
 
 
+def has_grad(parameter: torch.Tensor) -> bool:
+    return parameter.grad is not None
+
+
 class Net(TrainModule):
     def __init__(self) -> None:
         super().__init__()
@@ -39,7 +43,7 @@ class Net(TrainModule):
         self.at_step: list[bool] = []  # whether training_step found the previous step's gradients
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        self.at_step.append(self.net.weight.grad is not None)
+        self.at_step.append(has_grad(self.net.weight))  # through a function outside the class: not seen by the scan
         x, y = batch
         return torch.nn.functional.mse_loss(self.net(x), y)
 
@@ -125,3 +129,47 @@ def test_the_runs_last_step_keeps_them_for_code_after_fit() -> None:
     module = Net()
     Trainer(max_steps=6, callbacks=[Blind()], **QUIET).fit(module, loader())  # stops mid-epoch
     assert module.net.weight.grad is not None
+
+
+def test_a_module_whose_code_reads_grad_keeps_lightnings_order() -> None:
+    class Inspects(Net):  # a diagnostic print of the previous step's gradient, as real scripts do
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            self.previous = None if self.net.bias.grad is None else float(self.net.bias.grad.norm())
+            return super().training_step(batch, batch_idx)
+
+    class ThroughAHelper(Net):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            self.norm = self._norm()
+            return super().training_step(batch, batch_idx)
+
+        def _norm(self) -> float:
+            return sum(float(p.grad.norm()) for p in self.parameters() if p.grad is not None)
+
+    for cls in (Inspects, ThroughAHelper):
+        module = cls()
+        Trainer(max_epochs=1, callbacks=[Blind()], **QUIET).fit(module, loader())
+        assert module.at_step == [False, True, True, True], cls.__name__
+
+
+def test_what_counts_as_naming_grad() -> None:
+    from xtrain.core._internal.gradient_readers import module_reads_gradients
+
+    class Plain(Net):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            with torch.no_grad():  # no_grad, requires_grad, zero_grad: other names
+                self.net.weight.requires_grad_(True)
+            return super().training_step(batch, batch_idx)
+
+    class InAProperty(Net):
+        @property
+        def last_norm(self) -> float:
+            return float(self.net.weight.grad.norm())
+
+    class InAComprehension(Net):
+        def on_train_epoch_end(self) -> None:
+            self.norms = [p.grad for p in self.parameters()]
+
+    assert not module_reads_gradients(Net())
+    assert not module_reads_gradients(Plain())
+    assert module_reads_gradients(InAProperty())
+    assert module_reads_gradients(InAComprehension())

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from xtrain.core._internal.data import resumable_sampler, set_sampler_epoch
+from xtrain.core._internal.gradient_readers import module_reads_gradients
 from xtrain.core._internal.hook_overrides import batch_preparer, module_overrides
 from xtrain.core._internal.loops.hooked_step import STEP_HOOKS, hooked_optimizer_step
 from xtrain.core._internal.nonfinite import NonFiniteCheck
@@ -71,6 +72,7 @@ class FitLoop:
         self._epoch_schedulers_stepped = False
         self._release_early = False
         self._released = False  # the last step released the gradients already (see _can_release_early)
+        self._module_reads_gradients: bool | None = None
         # The callbacks around backward and the optimizer step, resolved per epoch in _batches (as the batch hooks).
         self._before_backward: tuple[Any, ...] = ()
         self._after_backward: tuple[Any, ...] = ()
@@ -251,14 +253,17 @@ class FitLoop:
     def _can_release_early(self) -> bool:
         """Whether the gradients may be released right after the optimizer step rather than, as Lightning, just
         before the next backward pass: when no hook between the two can read them. Faster (the next forward reuses
-        the memory, still warm) and a lower peak (the gradients are not held through the forward pass). The
+        the memory, still warm) and a lower peak (the gradients are not held through the forward pass), unless
+        the module's own code names ``grad`` (``training_step`` may read the previous step's). The
         epoch's last step and the run's (``max_steps``) keep them, so epoch-end hooks and code reading them after
         ``fit`` see them as in Lightning."""
         t = self.trainer
         hooks = t._hooks
+        if self._module_reads_gradients is None:
+            self._module_reads_gradients = module_reads_gradients(t.module)
         return (t.module.automatic_optimization and not self._hooked_step and self._zero_grad_hook is None
                 and not self._before_zero_grad and not hooks.may_read_gradients("on_train_batch_end")
-                and not hooks.may_read_gradients("on_train_batch_start"))
+                and not hooks.may_read_gradients("on_train_batch_start") and not self._module_reads_gradients)
 
     def _step(self, batch: Any, batch_idx: int, last: bool) -> tuple[Any, bool]:
         """Forward, backward and (unless accumulating) the optimizer step of one batch."""
