@@ -72,7 +72,7 @@ class FitLoop:
         self._epoch_schedulers_stepped = False
         self._release_early = False
         self._released = False  # the last step released the gradients already (see _can_release_early)
-        self._module_reads_gradients: bool | None = None
+        self._module_reads_gradients = module_reads_gradients(module)
         # The callbacks around backward and the optimizer step, resolved per epoch in _batches (as the batch hooks).
         self._before_backward: tuple[Any, ...] = ()
         self._after_backward: tuple[Any, ...] = ()
@@ -259,8 +259,6 @@ class FitLoop:
         ``fit`` see them as in Lightning."""
         t = self.trainer
         hooks = t._hooks
-        if self._module_reads_gradients is None:
-            self._module_reads_gradients = module_reads_gradients(t.module)
         return (t.module.automatic_optimization and not self._hooked_step and self._zero_grad_hook is None
                 and not self._before_zero_grad and not hooks.may_read_gradients("on_train_batch_end")
                 and not hooks.may_read_gradients("on_train_batch_start") and not self._module_reads_gradients)
