@@ -31,19 +31,13 @@ def loader() -> DataLoader[Any]:
     return DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=8)  # 4 batches an epoch
 
 
-def has_grad(parameter: torch.Tensor) -> bool:
-    return parameter.grad is not None
-
-
 class Net(TrainModule):
     def __init__(self) -> None:
         super().__init__()
         torch.manual_seed(0)
         self.net = torch.nn.Linear(4, 1)
-        self.at_step: list[bool] = []  # whether training_step found the previous step's gradients
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        self.at_step.append(has_grad(self.net.weight))  # through a function outside the class: not seen by the scan
         x, y = batch
         return torch.nn.functional.mse_loss(self.net(x), y)
 
@@ -52,13 +46,20 @@ class Net(TrainModule):
 
 
 class Blind(Callback):
-    """Declares that its batch hook never reads gradients (it records them anyway, to show what it would see)."""
+    """Declares that its batch hooks never read gradients (they record them anyway, to show what they would see).
+
+    ``batch_start`` is what the batch's ``training_step`` finds: nothing runs between the two. (A probe inside the
+    module would make the module a reader.)"""
 
     reads_gradients: ClassVar[bool] = False
 
     def __init__(self) -> None:
+        self.batch_start: list[bool] = []
         self.batch_end: list[bool] = []
         self.epoch_end: list[bool] = []
+
+    def on_train_batch_start(self, trainer: Any, module: Any, batch: Any, batch_idx: int) -> None:
+        self.batch_start.append(module.net.weight.grad is not None)
 
     def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         self.batch_end.append(module.net.weight.grad is not None)
@@ -71,26 +72,26 @@ class Reader(Blind):
     reads_gradients: ClassVar[bool] = True
 
 
-def fit(callbacks: list[Callback], **options: Any) -> Net:
-    module = Net()
-    Trainer(max_epochs=2, callbacks=callbacks, **{**QUIET, **options}).fit(module, loader())
+def fit(callbacks: list[Callback], module: Net | None = None, **options: Any) -> Net:
+    module = Net() if module is None else module
+    Trainer(callbacks=callbacks, **{**QUIET, "max_epochs": 2, **options}).fit(module, loader())
     return module
 
 
 def test_released_after_the_step_when_no_batch_hook_reads_them() -> None:
     blind = Blind()
-    module = fit([blind])
+    fit([blind])
     assert blind.batch_end == [False, False, False, True] * 2  # the epoch's last step keeps them
     assert blind.epoch_end == [True, True]  # so epoch-end hooks see them, as in Lightning
-    assert module.at_step == [False, False, False, False, True, False, False, False]
+    assert blind.batch_start == [False, False, False, False, True, False, False, False]
 
 
 def test_kept_as_lightning_when_a_batch_hook_may_read_them() -> None:
     reader = Reader()
-    module = fit([reader])
+    fit([reader])
     assert reader.batch_end == [True] * 8
     assert reader.epoch_end == [True, True]
-    assert module.at_step == [False] + [True] * 7
+    assert reader.batch_start == [False] + [True] * 7
 
 
 def test_a_module_batch_hook_counts_as_a_reader() -> None:
@@ -98,9 +99,9 @@ def test_a_module_batch_hook_counts_as_a_reader() -> None:
         def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
             self.seen = self.net.weight.grad is not None
 
-    module = Hooked()
-    Trainer(max_epochs=1, **QUIET).fit(module, loader())
-    assert module.at_step == [False, True, True, True]
+    blind = Blind()
+    fit([blind], Hooked(), max_epochs=1)
+    assert blind.batch_start == [False, True, True, True]
 
 
 def test_the_weights_do_not_depend_on_when_gradients_are_released() -> None:
@@ -146,9 +147,9 @@ def test_a_module_whose_code_reads_grad_keeps_lightnings_order() -> None:
             return sum(float(p.grad.norm()) for p in self.parameters() if p.grad is not None)
 
     for cls in (Inspects, ThroughAHelper):
-        module = cls()
-        Trainer(max_epochs=1, callbacks=[Blind()], **QUIET).fit(module, loader())
-        assert module.at_step == [False, True, True, True], cls.__name__
+        blind = Blind()
+        fit([blind], cls(), max_epochs=1)
+        assert blind.batch_start == [False, True, True, True], cls.__name__
 
 
 def test_what_counts_as_naming_grad() -> None:
@@ -173,3 +174,82 @@ def test_what_counts_as_naming_grad() -> None:
     assert not module_reads_gradients(Plain())
     assert module_reads_gradients(InAProperty())
     assert module_reads_gradients(InAComprehension())
+
+
+def previous_norm(module: TrainModule) -> float:
+    """A diagnostic helper outside the module's class, as scripts keep in their own files."""
+    return sum(float(p.grad.norm()) for p in module.parameters() if p.grad is not None)
+
+
+def countdown(n: int) -> int:  # recursive, and reads nothing: the reading must end
+    return n if n <= 0 else countdown(n - 1)
+
+
+def test_user_code_the_module_calls_is_read_too(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    from xtrain.core._internal.gradient_readers import module_reads_gradients
+
+    (tmp_path / "grad_helpers.py").write_text(
+        "def log_stats(module):\n    return [p.grad for p in module.parameters()]\n\n"
+        "class Tracker:\n    @staticmethod\n    def update(module):\n        return log_stats(module)\n\n"
+        "def quiet(module):\n    return 0\n\n"
+        "def __getattr__(name):  # a lazy module: the scan must not trigger it\n    raise ImportError(name)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    helpers = importlib.import_module("grad_helpers")
+    Tracker = helpers.Tracker
+
+    class ViaFunction(Net):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            self.previous = previous_norm(self)
+            return super().training_step(batch, batch_idx)
+
+    class ViaModule(Net):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            helpers.log_stats(self)
+            return super().training_step(batch, batch_idx)
+
+    class ViaClass(Net):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            Tracker.update(self)
+            return super().training_step(batch, batch_idx)
+
+    class Blameless(Net):  # user code and libraries that read no gradient of the user's
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            countdown(3)
+            torch.nn.utils.clip_grad_norm_([], 1.0)
+            return super().training_step(batch, batch_idx)
+
+    class QuietViaModule(Net):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            helpers.quiet(self)
+            return super().training_step(batch, batch_idx)
+
+    for cls in (ViaFunction, ViaModule, ViaClass):
+        assert module_reads_gradients(cls()), cls.__name__
+        blind = Blind()
+        fit([blind], cls(), max_epochs=1)
+        assert blind.batch_start == [False, True, True, True], cls.__name__
+    assert not module_reads_gradients(Blameless())
+    assert not module_reads_gradients(QuietViaModule())
+
+
+class GradTracker:
+    def update(self, module: TrainModule) -> list[Any]:
+        return [p.grad for p in module.parameters()]
+
+
+def test_objects_the_module_holds_are_read_too() -> None:
+    from xtrain.core._internal.gradient_readers import module_reads_gradients
+
+    class Holds(Net):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tracker = GradTracker()
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            self.tracker.update(self)  # "tracker" is an attribute: only the held object's class shows the read
+            return super().training_step(batch, batch_idx)
+
+    assert module_reads_gradients(Holds())
+    assert not module_reads_gradients(Net())
