@@ -11,16 +11,19 @@ import pytest
 
 @pytest.mark.timeout(300)
 def test_step_pairs_pairs_each_trainer_epoch_with_plain_epochs(repo_root: Path) -> None:
-    out = subprocess.run([sys.executable, "step_pairs.py", "--steps", "500", "--rounds", "1", "--arms", "lean,clip"],
+    out = subprocess.run([sys.executable, "step_pairs.py", "--steps", "500", "--rounds", "1", "--arms", "lean,log1,clip"],
                          cwd=repo_root / "tools" / "bench", capture_output=True, text=True, timeout=280)
     assert out.returncode == 0, out.stderr[-3000:]
     rows = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines() if line.split()[:1] in (
-        ["lean"], ["clip"])}
-    assert set(rows) == {"lean", "clip"}, out.stdout
+        ["lean"], ["log1"], ["clip"])}
+    assert set(rows) == {"lean", "log1", "clip"}, out.stdout
     for cells in rows.values():
         ratio, epochs = float(cells[0]), int(cells[4])
         assert 0.3 < ratio < 3.0
         assert epochs == 3  # 5 epochs: 4 closed by the next one's start, the first left out
+    over = [line for line in out.stdout.splitlines() if line.startswith("over lean")]
+    added = float(over[0].split("log1 ")[1].split()[0]) if over else None  # what log1 adds to lean, in points
+    assert added is not None and added == pytest.approx(float(rows["log1"][0]) - float(rows["lean"][0]), abs=1e-3)
 
 
 @pytest.mark.timeout(400)

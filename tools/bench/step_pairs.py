@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 import torch
-from step_overhead import STEPS_PER_EPOCH, TRAINER_ARMS, run_loop, task_data, task_net, trainer
+from step_overhead import STEPS_PER_EPOCH, TRAINER_ARMS, over_lean, run_loop, task_data, task_net, trainer
 from torch.utils.data import DataLoader
 
 from xtrain.core import Callback
@@ -90,6 +90,9 @@ def main() -> int:
     for arm in wanted:
         print(f"{arm:10} {statistics.median(sums[arm]):11.3f} {min(sums[arm]):6.3f} "
               f"{statistics.median(epochs[arm]):13.3f} {min(epochs[arm]):6.3f} {len(epochs[arm]):7}")
+    line = over_lean({arm: statistics.median(sums[arm]) for arm in wanted})
+    if line:
+        print(line + " (sum)")
     return 0
 
 
