@@ -3,6 +3,7 @@ peak memory), else just before the next backward pass, as Lightning. Either way 
 
 from __future__ import annotations
 
+import types
 import warnings
 from collections.abc import Iterator
 from typing import Any, ClassVar
@@ -166,14 +167,45 @@ def test_what_counts_as_naming_grad() -> None:
         def last_norm(self) -> float:
             return float(self.net.weight.grad.norm())
 
-    class InAComprehension(Net):
+    class ReadsTheProperty(InAProperty):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            self.seen = self.last_norm
+            return super().training_step(batch, batch_idx)
+
+    class InForward(Net):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:  # called as self(x), by no name
+            self.seen = [p.grad for p in self.parameters()]
+            return self.net(x)
+
+    class WhileFresh(Net):  # Lightning's grad_norm idiom: the step's own gradients, before the step
+        def on_before_optimizer_step(self, optimizer: Any) -> None:
+            self.norms = [float(p.grad.norm()) for p in self.parameters()]
+
+        def on_after_backward(self) -> None:
+            self.after = torch.autograd.grad is not None
+
+    class AtEpochEnd(Net):  # the epoch's last step keeps its gradients for these hooks anyway
         def on_train_epoch_end(self) -> None:
             self.norms = [p.grad for p in self.parameters()]
 
     assert not module_reads_gradients(Net())
     assert not module_reads_gradients(Plain())
-    assert module_reads_gradients(InAProperty())
-    assert module_reads_gradients(InAComprehension())
+    assert not module_reads_gradients(InAProperty())  # defined, never used between the step and the next backward
+    assert module_reads_gradients(ReadsTheProperty())
+    assert module_reads_gradients(InForward())
+    assert not module_reads_gradients(WhileFresh())
+    assert not module_reads_gradients(AtEpochEnd())
+
+
+def test_a_module_that_reads_gradients_only_while_they_are_fresh_releases_them_early() -> None:
+    class WhileFresh(Net):
+        def on_before_optimizer_step(self, optimizer: Any) -> None:
+            self.norms = [float(p.grad.norm()) for p in self.parameters()]
+
+    blind = Blind()
+    module = fit([blind], WhileFresh(), max_epochs=1)
+    assert blind.batch_start == [False, False, False, False]  # released after each step
+    assert len(module.norms) == 2  # and the hook saw the step's own gradients
 
 
 def previous_norm(module: TrainModule) -> float:
@@ -253,3 +285,37 @@ def test_objects_the_module_holds_are_read_too() -> None:
 
     assert module_reads_gradients(Holds())
     assert not module_reads_gradients(Net())
+
+
+def test_decorated_and_instance_level_methods_are_read() -> None:
+    from xtrain.core._internal.gradient_readers import module_reads_gradients
+
+    def reads(module: TrainModule) -> list[Any]:
+        return [p.grad for p in module.parameters()]
+
+    class Decorated(Net):
+        @torch.no_grad()  # a library's wrapper: what it wraps is read
+        def stats(self) -> list[Any]:
+            return reads(self)
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            self.stats()
+            return super().training_step(batch, batch_idx)
+
+    class PerInstance(Net):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            self.hook()
+            return super().training_step(batch, batch_idx)
+
+    per_instance = PerInstance()
+    per_instance.hook = lambda: reads(per_instance)  # a function set on the instance, not the class
+
+    def patched_step(self: Net, batch: Any, batch_idx: int) -> torch.Tensor:
+        reads(self)
+        return Net.training_step(self, batch, batch_idx)
+
+    patched = Net()
+    patched.training_step = types.MethodType(patched_step, patched)  # shadows the class's training_step
+    assert module_reads_gradients(Decorated())
+    assert module_reads_gradients(per_instance)
+    assert module_reads_gradients(patched)

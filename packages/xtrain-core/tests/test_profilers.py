@@ -46,11 +46,13 @@ def test_simple_profiler_writes_each_ranks_report_to_a_file(tmp_path: Path, caps
 
 
 def test_advanced_profiler_reports_functions_per_action(tmp_path: Path) -> None:
-    _fit(tmp_path, AdvancedProfiler(dirpath=tmp_path, filename="adv", line_count_restriction=10))
+    _fit(tmp_path, AdvancedProfiler(dirpath=tmp_path, filename="adv", line_count_restriction=40))
     text = (tmp_path / "adv-fit-rank0.txt").read_text()
     assert "Profile of training_step:" in text and "Profile of backward:" in text
     training = text.split("Profile of training_step:")[1].split("Profile of")[0]
-    assert "cross_entropy" in training  # TinyClassifier.training_step's own work shows under its action
+    # TinyClassifier.training_step's own work shows under its action (40 lines: at 10, timing noise could push
+    # cross_entropy below the cut, as once in a local run)
+    assert "cross_entropy" in training
 
 
 def test_pytorch_profiler_writes_chrome_and_tensorboard_traces(tmp_path: Path) -> None:

@@ -1,18 +1,23 @@
-"""Whether a module's own code reads parameter gradients, for the fit loop's choice of when to release them.
+"""Whether a module's code reads parameter gradients where Lightning still shows the previous step's, for the fit
+loop's choice of when to release them.
 
 Lightning zeroes the gradients after ``training_step``, so that step still sees the previous step's ``p.grad``; the
 fit loop releases them right after the optimizer step instead when nothing can look (see
 ``FitLoop._can_release_early``). A module's methods cannot declare that they never read gradients, so their code is
-read once per fit: any function of the module's own classes that loads an attribute named ``grad`` or
-``grad_norm``, or calls ``autograd.grad``, keeps Lightning's order. The user's code they call is read too: functions
-and classes they name from their files' globals, and functions of user modules they name (``helpers.stats(self)``),
-following those calls in turn. Library code (xtrain, torch, Lightning, anything installed in ``site-packages`` or
-the standard library) is not read: it is not where a script inspects its gradients in passing. Nor is a read the
-code does not name (``getattr(p, "grad")``).
+read once per fit, starting from the methods that run between an optimizer step and the next backward pass
+(``training_step`` and ``forward``, the batch-transfer hooks, ``lr_scheduler_step``, ``on_save_checkpoint``; the
+batch hooks count on their own) and following what they name: the module's other methods and properties
+(``self._norm()``), the objects it holds (``self.tracker.update(self)``: their classes are read whole), and the user
+code of their files (functions, classes, and the members of user modules: ``helpers.stats(self)``), in turn. Any of
+them naming ``grad`` or ``grad_norm`` (``p.grad``, ``torch.autograd.grad``) keeps Lightning's order. Hooks that run
+while the gradients are fresh (``on_before_optimizer_step``, ``on_after_backward``, where Lightning's ``grad_norm``
+idiom lives) do not count. Library code (xtrain, torch, Lightning, anything under the standard library or
+``site-packages``) is not read, nor is a read the code does not name (``getattr(p, "grad")``).
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
 import sysconfig
 import types
@@ -23,43 +28,54 @@ __all__ = ["module_reads_gradients"]
 _NAMES = frozenset({"grad", "grad_norm"})
 _LIBRARIES = ("xtrain.", "torch.", "lightning.", "pytorch_lightning.")
 _MAX_FUNCTIONS = 500  # a bound on the reading (a large user package): past it, the answer is "reads"
+# The module's methods that run between an optimizer step and the next backward pass.
+_BETWEEN = ("training_step", "forward", "on_before_batch_transfer", "transfer_batch_to_device",
+            "on_after_batch_transfer", "lr_scheduler_step", "on_save_checkpoint")
 
 
 def module_reads_gradients(module: Any) -> bool:
-    """Whether the code of ``module``'s own classes, of the objects it holds, or the user code they call, names
-    ``grad``."""
-    scan = _Scan()
+    """Whether the code that runs between ``module``'s optimizer step and its next backward pass names ``grad``."""
     try:
-        if any(scan.cls(cls) for cls in type(module).__mro__):
-            return True
-        # Objects the module holds (``self.tracker = GradTracker()``, its submodules): their classes' code too.
-        held = [*vars(module).values(), *getattr(module, "_modules", {}).values()]
-        return any(scan.cls(cls) for value in held for cls in type(value).__mro__)
+        scan = _Scan(module)
+        return any(scan.attribute(name) for name in _BETWEEN)
     except Exception:  # noqa: BLE001 - user code of any shape: when in doubt, keep Lightning's order
         return True
 
 
 class _Scan:
-    """One reading: each function is read at most once (recursion, shared helpers)."""
+    """One reading: each function, class and attribute is read at most once (recursion, shared helpers)."""
 
-    def __init__(self) -> None:
+    def __init__(self, module: Any) -> None:
+        self._module = module
         self._seen: set[int] = set()
+        self._attributes: set[str] = set()
         self._library = tuple({p for key in ("stdlib", "platstdlib", "purelib", "platlib")
                                if (p := sysconfig.get_paths().get(key))})
 
+    def attribute(self, name: str) -> bool:
+        """Follow ``self.<name>``: a method or property of the module's classes, or an object the module holds."""
+        if name in self._attributes:
+            return False
+        self._attributes.add(name)
+        found = inspect.getattr_static(type(self._module), name, None)
+        if found is not None and any(self.function(fn) for fn in _functions(found)):
+            return True
+        held = vars(self._module).get(name, getattr(self._module, "_modules", {}).get(name))
+        if held is None:
+            return False
+        if isinstance(held, types.MethodType):  # a bound method set on the instance
+            held = held.__func__
+        if isinstance(held, types.FunctionType):  # a function set on the instance (it shadows the class's)
+            return any(self.function(fn) for fn in _functions(held))
+        return any(self.cls(cls) for cls in type(held).__mro__)
+
     def cls(self, cls: type) -> bool:
+        """Read every function of a user class (a held object's, or one the code names)."""
         home = getattr(sys.modules.get(cls.__module__), "__file__", None)
         if cls is object or id(cls) in self._seen or not self._is_user(cls.__module__, home):
             return False
         self._seen.add(id(cls))
-        for value in vars(cls).values():
-            if isinstance(value, property):
-                functions: tuple[Any, ...] = (value.fget, value.fset, value.fdel)
-            else:
-                functions = (getattr(value, "__func__", value),)
-            if any(self.function(fn) for fn in functions if isinstance(fn, types.FunctionType)):
-                return True
-        return False
+        return any(self.function(fn) for value in vars(cls).values() for fn in _functions(value))
 
     def function(self, fn: types.FunctionType) -> bool:
         code = fn.__code__
@@ -70,7 +86,8 @@ class _Scan:
             return True
         scope = fn.__globals__
         if fn.__closure__:  # names a nested function reads from the function around it
-            scope = {**scope, **{name: _contents(cell) for name, cell in zip(code.co_freevars, fn.__closure__, strict=True)}}
+            cells = zip(code.co_freevars, fn.__closure__, strict=True)
+            scope = {**scope, **{name: _contents(cell) for name, cell in cells}}
         return self._code(code, scope)
 
     def _code(self, code: types.CodeType, scope: dict[str, Any]) -> bool:
@@ -80,6 +97,8 @@ class _Scan:
         for name in (*names, *code.co_freevars):
             if self._named(scope.get(name), names):
                 return True
+        if any(self.attribute(name) for name in names):
+            return True
         return any(self._code(const, scope) for const in code.co_consts if isinstance(const, types.CodeType))
 
     def _named(self, value: Any, names: tuple[str, ...]) -> bool:
@@ -97,6 +116,25 @@ class _Scan:
         if module is None or module.startswith(_LIBRARIES) or module in ("xtrain", "torch", "lightning", "builtins"):
             return False
         return filename is None or not filename.startswith(self._library)
+
+
+def _functions(value: Any) -> tuple[types.FunctionType, ...]:
+    """The plain functions behind a class attribute (a method, static or class method, or property), and the ones
+    a decorator wrapped (``functools.wraps`` leaves ``__wrapped__``: a library's wrapper is not read, what it wraps
+    is)."""
+    if isinstance(value, property):
+        candidates: tuple[Any, ...] = (value.fget, value.fset, value.fdel)
+    else:
+        candidates = (getattr(value, "__func__", value),)
+    found: list[types.FunctionType] = []
+    for candidate in candidates:
+        for _ in range(16):  # a bound on chains (and cycles) of wrappers
+            if candidate is None:
+                break
+            if isinstance(candidate, types.FunctionType):
+                found.append(candidate)
+            candidate = vars(candidate).get("__wrapped__") if hasattr(candidate, "__dict__") else None
+    return tuple(found)
 
 
 def _contents(cell: types.CellType) -> Any:
