@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import inspect
 import sys
-import sysconfig
 import types
 from typing import Any
 
 __all__ = ["module_reads_gradients"]
 
 _NAMES = frozenset({"grad", "grad_norm"})
-_LIBRARIES = ("xtrain.", "torch.", "lightning.", "pytorch_lightning.")
+_LIBRARIES = frozenset({"xtrain", "torch", "lightning", "pytorch_lightning", "builtins"})  # top-level packages
 _MAX_FUNCTIONS = 500  # a bound on the reading (a large user package): past it, the answer is "reads"
 # The module's methods that run between an optimizer step and the next backward pass.
 _BETWEEN = ("training_step", "forward", "on_before_batch_transfer", "transfer_batch_to_device",
@@ -49,8 +48,9 @@ class _Scan:
         self._module = module
         self._seen: set[int] = set()
         self._attributes: set[str] = set()
-        self._library = tuple({p for key in ("stdlib", "platstdlib", "purelib", "platlib")
-                               if (p := sysconfig.get_paths().get(key))})
+        from xtrain.core._internal.hang_report import is_library  # its imports are the watchdog's, not start-up's
+
+        self._is_library = is_library
 
     def attribute(self, name: str) -> bool:
         """Follow ``self.<name>``: a method or property of the module's classes, or an object the module holds."""
@@ -113,9 +113,10 @@ class _Scan:
         return False
 
     def _is_user(self, module: str | None, filename: str | None) -> bool:
-        if module is None or module.startswith(_LIBRARIES) or module in ("xtrain", "torch", "lightning", "builtins"):
+        if module is None or module.partition(".")[0] in _LIBRARIES:
             return False
-        return filename is None or not filename.startswith(self._library)
+        # Code without a file (exec'd, "<string>") is the user's here, though a hang report skips its frames.
+        return filename is None or filename.startswith("<") or not self._is_library(filename)
 
 
 def _functions(value: Any) -> tuple[types.FunctionType, ...]:

@@ -255,8 +255,8 @@ class FitLoop:
         before the next backward pass: when no hook between the two can read them. Faster (the next forward reuses
         the memory, still warm) and a lower peak (the gradients are not held through the forward pass), unless
         the module's code that runs in between names ``grad`` (``training_step`` may read the previous step's; see
-        ``gradient_readers``). The epoch's last step and the run's (``max_steps``) keep them, so epoch-end hooks and code reading them after
-        ``fit`` see them as in Lightning."""
+        ``gradient_readers``). The epoch's last step and the run's (``max_steps``) keep them, so epoch-end hooks and
+        code reading them after ``fit`` see them as in Lightning."""
         t = self.trainer
         hooks = t._hooks
         return (t.module.automatic_optimization and not self._hooked_step and self._zero_grad_hook is None
