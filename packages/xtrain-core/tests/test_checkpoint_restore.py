@@ -126,7 +126,26 @@ CASES: dict[str, tuple[type[TinyClassifier], Any, str]] = {
                      "xtrain_keyed_by_name is 'yes', not True"),
     "scheduler states": (TinyClassifier, lambda c: c.update(lr_schedulers=2.5),
                          "lr_schedulers: not a collection of state dicts"),
+    # Found by an outside trial with hostile files: each loaded half the weights, or failed only at the next step.
+    "meta tensor": (TinyClassifier, lambda c: c["state_dict"].update({"net.3.bias": torch.empty(4, device="meta")}),
+                    "net.3.bias: checkpoint holds a meta tensor .no data., the model a dense one"),
+    "sparse tensor": (TinyClassifier, lambda c: c["state_dict"].update({"net.3.bias": torch.zeros(4).to_sparse()}),
+                      "net.3.bias: checkpoint holds a torch.sparse_coo tensor, the model a dense one"),
+    "learning rate not finite": (TinyClassifier, lambda c: c["optimizer_states"][0]["param_groups"][0].update(
+        lr=float("nan")), "group 0: lr of another type than the optimizer's, or not finite"),
+    "batches beyond the run's": (TinyClassifier, lambda c: c["loops"].update(batches_in_epoch=10**6),
+                                 "loops: batches_in_epoch=1000000 is more than the run's total_batches=2"),
+    "momentum buffers as scalars": (TinyClassifier, lambda c: _every_buffer(c, torch.tensor(0.0)),
+                                    r"net.0.weight.momentum_buffer: checkpoint \(\) vs parameter \(32, 16\)"),
+    "step a list": (TinyClassifier, lambda c: _every_buffer(c, None, step=[1]), "net.0.weight.step: a list"),
 }
+
+
+def _every_buffer(checkpoint: dict[str, Any], buffer: torch.Tensor | None, **fields: Any) -> None:
+    """Give every parameter a momentum buffer (``None``: in its own shape) and ``fields``."""
+    state = checkpoint["optimizer_states"][0]["state"]
+    for name, value in checkpoint["state_dict"].items():
+        state[name] = {"momentum_buffer": torch.zeros_like(value) if buffer is None else buffer, **fields}
 
 
 def _flattened_buffer(checkpoint: dict[str, Any]) -> None:
@@ -520,3 +539,106 @@ def test_a_saved_file_is_sealed_with_the_crc_of_its_bytes_and_leaves_no_temporar
     verify_zip(path)
     loaded = torch.load(path, weights_only=True)
     assert all(torch.equal(loaded[k], v) for k, v in state.items())
+
+
+@pytest.fixture(scope="module")
+def genuine_adam(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return train_full(tmp_path_factory.mktemp("genuine_adam"), module=Scheduled())[0]
+
+
+ADAM_CASES: dict[str, tuple[Any, str]] = {
+    "betas of strings": (lambda c: c["optimizer_states"][0]["param_groups"][0].update(betas=["a", "b"]),
+                         "group 0: betas of another type"),
+    "one beta": (lambda c: c["optimizer_states"][0]["param_groups"][0].update(betas=[0.9]),
+                 "group 0: betas of another type"),
+    "scheduler naming its optimizer": (lambda c: c["lr_schedulers"][0].update(optimizer={}),
+                                       r"lr_schedulers\[0\]: optimizer would replace the scheduler's own attributes"),
+    "scheduler naming a method": (lambda c: c["lr_schedulers"][0].update(step=1),
+                                  r"lr_schedulers\[0\]: step would replace"),
+    "scheduler epoch not finite": (lambda c: c["lr_schedulers"][0].update(last_epoch=float("nan")),
+                                   r"lr_schedulers\[0\]: last_epoch not finite"),
+    "adam moments as scalars": (lambda c: [s.update(exp_avg=torch.tensor(0.0))
+                                           for s in c["optimizer_states"][0]["state"].values()],
+                                r"net.0.weight.exp_avg: checkpoint \(\) vs parameter \(32, 16\)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ADAM_CASES))
+def test_an_adam_and_scheduler_state_that_cannot_train_changes_nothing(case: str, genuine_adam: Path,
+                                                                       tmp_path: Path) -> None:
+    edit, expected = ADAM_CASES[case]
+    path = _edited(genuine_adam, tmp_path, edit)
+    snapshot = Snapshot()
+    module = Scheduled()
+    with pytest.raises(CheckpointError, match=expected) as info:
+        quiet_trainer(tmp_path, callbacks=[snapshot]).fit(module, tiny_loaders(n=32)[0], ckpt_path=path)
+    assert str(path) in str(info.value) and "nothing was loaded" in str(info.value)
+    assert snapshot.trainer is not None and snapshot.before is not None
+    assert _same(snapshot.state(snapshot.trainer), snapshot.before), "a failed restore changed the run's state"
+    assert module.losses == [], "training started"
+
+
+class Tagged(TinyClassifier):
+    """A submodule with extra state (``get_extra_state``): user code that torch runs in the middle of a load."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tail = _TagHolder()
+
+
+class _TagHolder(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tag = "v1"
+
+    def get_extra_state(self) -> Any:
+        return {"tag": self.tag}
+
+    def set_extra_state(self, state: Any) -> None:
+        if not isinstance(state, dict) or not str(state.get("tag", "")).startswith("v"):
+            raise ValueError(f"bad extra state {state!r}")
+        self.tag = state["tag"]
+
+
+def test_a_module_refusing_its_extra_state_leaves_the_weights_and_the_run_alone(tmp_path: Path) -> None:
+    genuine = train_full(tmp_path / "run", module=Tagged())[0]
+    path = _edited(genuine, tmp_path, lambda c: c["state_dict"].update({"tail._extra_state": "junk"}))
+    snapshot = Snapshot()
+    module = Tagged()
+    with pytest.raises(CheckpointError, match=r"tail._extra_state refused its saved state \(ValueError: bad extra"):
+        quiet_trainer(tmp_path, callbacks=[snapshot]).fit(module, tiny_loaders(n=32)[0], ckpt_path=path)
+    assert snapshot.trainer is not None and snapshot.before is not None
+    assert _same(snapshot.state(snapshot.trainer), snapshot.before), "a failed restore changed the run's state"
+    assert module.tail.tag == "v1"
+
+
+def test_a_module_refusing_its_weights_puts_the_run_state_back(genuine: Path, tmp_path: Path) -> None:
+    class Refusing(TinyClassifier):
+        def load_state_dict(self, *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("not today")
+
+    snapshot = Snapshot()
+    with pytest.raises(CheckpointError, match=r"the module refused its weights \(RuntimeError: not today\)"):
+        quiet_trainer(tmp_path, callbacks=[snapshot]).fit(Refusing(), tiny_loaders(n=32)[0], ckpt_path=genuine)
+    assert snapshot.trainer is not None and snapshot.before is not None
+    assert snapshot.trainer.global_step == 0 and snapshot.trainer._progress.state_dict()["total_batches"] == 0
+    assert _same(snapshot.state(snapshot.trainer), snapshot.before), "the loop counters stayed restored"
+
+
+def test_engine_load_checks_optimizer_state_saved_by_plain_torch(tmp_path: Path) -> None:
+    """torch's own layout keys the state by position: its tensors are still checked against the parameters."""
+    engine = Engine(accelerator="cpu", devices=1)
+    engine.launch()
+    first = TinyClassifier()
+    optimizer = torch.optim.Adam(first.parameters())
+    first(torch.randn(2, 16)).sum().backward()
+    optimizer.step()
+    state = optimizer.state_dict()
+    for entry in state["state"].values():
+        entry["exp_avg"] = torch.zeros([1] * entry["exp_avg"].dim())
+    torch.save({"model": first.state_dict(), "optimizer": state}, tmp_path / "plain.ckpt")
+    second = TinyClassifier()
+    model, opt = engine.setup(second, torch.optim.Adam(second.parameters()))
+    with pytest.raises(CheckpointError, match=r"optimizer_states\[0\]: 0.exp_avg: checkpoint \(1, 1\) vs parameter"):
+        engine.load(tmp_path / "plain.ckpt", {"model": model, "optimizer": opt})
+    assert not opt.state, "the optimizer was loaded"

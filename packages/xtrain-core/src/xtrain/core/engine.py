@@ -28,7 +28,7 @@ from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.core._internal.resolve import resolve
 from xtrain.core._internal.restore_plan import RestorePlan
 from xtrain.core._internal.state_dict import module_names
-from xtrain.core.errors import ConfigError
+from xtrain.core.errors import CheckpointError, ConfigError
 from xtrain.core.seed import seed_everything
 from xtrain.core.strategy import ReduceOp, Strategy
 
@@ -378,12 +378,27 @@ class Engine:
         checkpoint = self._strategy.load_checkpoint(path, targets=targets)
         checkpoint.pop("xtrain", None)
         self._plan_load(str(path), checkpoint, state or {}, strict=strict).check()
-        from xtrain.core._internal.restore_apply import apply_with_rollback
+        from xtrain.core._internal.restore_apply import apply_with_rollback, extra_states, roll_back
 
-        # Stateful objects (schedulers, samplers, user counters) first, undone together if one refuses its state.
-        apply_with_rollback(str(path), [(key, target, checkpoint.pop(key)) for key, target in (state or {}).items()
-                                        if key in checkpoint and _stateful(target)])
-        for key, target in (state or {}).items():
+        # The modules' extra states and the stateful objects (schedulers, samplers, user counters) first: user code
+        # the plan cannot check, undone together if one refuses its state (or a module then refuses its weights).
+        extras = [entry for key, target in (state or {}).items() if key in checkpoint and isinstance(target, nn.Module)
+                  for entry in extra_states(unwrap(target), checkpoint[key])]
+        undo = apply_with_rollback(str(path), [*extras, *[(key, target, checkpoint.pop(key))
+                                                         for key, target in (state or {}).items()
+                                                         if key in checkpoint and _stateful(target)]])
+        try:
+            self._load_targets(checkpoint, state or {}, strict=strict)
+        except Exception as err:
+            roll_back(undo)
+            raise CheckpointError(f"checkpoint {str(path)!r}: loading it failed ({type(err).__name__}: "
+                                  f"{str(err)[:300]}); the stateful objects were put back, but a module or optimizer "
+                                  f"loaded before the error may have changed: rebuild them before using them.") from err
+        return checkpoint
+
+    def _load_targets(self, checkpoint: dict[str, Any], state: dict[str, Any], *, strict: bool) -> None:
+        """Load the modules and optimizers ``state`` names (popping their entries), and fill its dicts and values."""
+        for key, target in state.items():
             if key not in checkpoint:
                 continue
             saved = checkpoint.pop(key)
@@ -394,8 +409,7 @@ class Engine:
             elif isinstance(target, dict):
                 target.update(saved)
             else:
-                state[key] = saved  # type: ignore[index]
-        return checkpoint
+                state[key] = saved
 
     def run_dir(self, root: str | Path, *, run_name: str | None = None) -> Path:
         """This run's checkpoint directory, ``root/<run identity>``, the same on every attempt of the run.

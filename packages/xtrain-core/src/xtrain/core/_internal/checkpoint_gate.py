@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import os
 import pickle
 import warnings
 import zipfile
@@ -21,6 +22,7 @@ from typing import Any
 
 import torch
 
+from xtrain.core._internal.bounded import check_checkpoint_hparams
 from xtrain.core._internal.integrity import verify_files, verify_zip
 from xtrain.core._internal.manifest import check_manifest
 from xtrain.core._internal.safe_metadata import check_metadata, load_metadata
@@ -63,7 +65,7 @@ def _check_sharded_files(name: str, data: Path, meta: dict[str, Any], *, verify:
     from xtrain.core.sharded_checkpoint import REST_FILE
 
     metadata = load_metadata(data / ".metadata", checkpoint=name)
-    check_metadata(metadata, data, checkpoint=name)
+    check_metadata(metadata, data, checkpoint=name, listed=sums["files"] if isinstance(sums, dict) else None)
     rest = data / REST_FILE
     if rest.is_symlink() or not rest.is_file():
         raise CheckpointError(f"checkpoint {name!r}: {str(rest)!r} is a symlink or not a plain file; refused (a "
@@ -118,6 +120,7 @@ def read_full_file(path: str | Path, *, verify: bool = True, map_location: Any =
         raise CheckpointError(f"checkpoint {str(file)!r} holds a {type(loaded).__name__}, not a checkpoint dict.")
     if "xtrain" in loaded:
         check_manifest(loaded["xtrain"], str(file))
+    check_checkpoint_hparams(loaded, str(file))
     return loaded
 
 
@@ -176,6 +179,7 @@ def read_sharded(path: str | Path, *, template: Mapping[str, Any] | None = None,
         stored = metadata.state_dict_metadata
         targets = split_tensors(template)[0] if template is not None else {}
         wanted: dict[str, torch.Tensor] = {}
+        room = _memory()
         for key in markers(rest):
             info = stored.get(key)
             if not isinstance(info, TensorStorageMetadata):
@@ -184,7 +188,8 @@ def read_sharded(path: str | Path, *, template: Mapping[str, Any] | None = None,
             if target is not None and tuple(target.shape) == tuple(info.size) and target.dtype == info.properties.dtype:
                 wanted[key] = target
             else:
-                wanted[key] = torch.empty(info.size, dtype=info.properties.dtype)
+                wanted[key] = _allocate(name, key, info, room)
+                room = None if room is None else room - wanted[key].nbytes
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
             try:
@@ -203,6 +208,41 @@ def read_sharded(path: str | Path, *, template: Mapping[str, Any] | None = None,
         checkpoint: dict[str, Any] = join_tensors(rest, wanted)
         checkpoint["xtrain"] = manifest["xtrain"]
         return checkpoint
+
+
+def _allocate(name: str, key: str, info: Any, room: int | None) -> torch.Tensor:
+    """A zeroed tensor for ``key``: never memory that held other data, whatever the chunks leave unwritten.
+
+    A tensor larger than the memory left (``room``: RAM and swap less the tensors already allocated) is refused
+    before the allocation, which on a system that overcommits would succeed and then exhaust memory while zeroing;
+    one the allocator refuses is the checkpoint's fault too, and is named as such rather than as the allocator's
+    error, so callers (``ckpt_path="auto"``, the CLI) see a :class:`CheckpointError`.
+    """
+    claimed = info.size.numel() * info.properties.dtype.itemsize
+    refusal = (f"checkpoint {name!r}: the tensor {key!r} claims {claimed} bytes (shape {list(info.size)}, "
+               f"{info.properties.dtype}), more than this machine can allocate")
+    advice = ("The checkpoint is probably damaged or hostile; resume from an earlier checkpoint (a genuine one this "
+              "large is read with a template, each rank reading only its shards).")
+    if room is not None and claimed > room:
+        raise CheckpointError(f"{refusal} ({room} bytes of memory left for its tensors). {advice}")
+    try:
+        return torch.zeros(info.size, dtype=info.properties.dtype)
+    except (RuntimeError, MemoryError) as err:
+        raise CheckpointError(f"{refusal} ({type(err).__name__}: {str(err)[:200]}). {advice}") from None
+
+
+def _memory() -> int | None:
+    """RAM plus swap in bytes (``None`` where the system does not say): no tensor read whole can be larger."""
+    try:
+        ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+    try:
+        with open("/proc/meminfo") as f:
+            swap = next((int(line.split()[1]) * 1024 for line in f if line.startswith("SwapTotal:")), 0)
+    except (OSError, ValueError, IndexError):
+        swap = 0
+    return ram + swap if ram > 0 else None
 
 
 @functools.cache

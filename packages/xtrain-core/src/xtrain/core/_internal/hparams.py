@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from xtrain.core._internal.bounded import check_bounded
+
 __all__ = ["AttributeDict", "HyperparametersMixin", "checkpoint_hparams", "checkpoint_safe", "collect_init_args",
            "loggable_hparams"]
 
@@ -93,10 +95,17 @@ def checkpoint_hparams(owner: object, prefix: str = "") -> dict[str, Any]:
 
 
 def loggable_hparams(owner: object | None) -> dict[str, Any]:
-    """The hyperparameters to send to the loggers (none after ``save_hyperparameters(logger=False)``)."""
+    """The hyperparameters to send to the loggers (none after ``save_hyperparameters(logger=False)``).
+
+    Raises:
+        CheckpointError: They expand to more values, or nest deeper, than a hyperparameters file may hold: the
+            loggers copy them out (``hparams.yaml``), which would expand shared entries without end.
+    """
     if owner is None or not vars(owner).get("_log_hyperparams", True):
         return {}
-    return dict(getattr(owner, "hparams", {}))
+    params = dict(getattr(owner, "hparams", {}))
+    check_bounded(params, where=f"{type(owner).__name__}.hparams (sent to the loggers when a stage starts)")
+    return params
 
 
 class HyperparametersMixin:

@@ -7,6 +7,9 @@ its ``str`` (a path) or ``repr``, so the file can always be read back without ru
 it is block YAML; without it, JSON, which every YAML reader also reads.
 
 Reading accepts ``.yaml``/``.yml`` (``yaml.safe_load``: tags that build Python objects are refused) and ``.json``.
+What is read must stay small once expanded (:mod:`~xtrain.core._internal.bounded`): YAML aliases may share a value,
+but not into a "billion laughs" that the loggers would copy out at fit start, and nesting too deep for the parsers
+(``RecursionError``) is refused as a :class:`CheckpointError` like any other unreadable file.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePath
 from typing import Any
 
+from xtrain.core._internal.bounded import MAX_DEPTH, check_bounded
 from xtrain.core.errors import CheckpointError, ConfigError
 
 __all__ = ["HPARAMS_SUFFIXES", "plain_hparams", "read_hparams_file", "write_hparams_yaml"]
@@ -46,7 +50,13 @@ def plain_hparams(value: Any) -> Any:
 
 
 def write_hparams_yaml(path: Path, params: Mapping[str, Any]) -> None:
-    """Write ``params`` to ``path`` (replaced whole: a reader never sees half a file)."""
+    """Write ``params`` to ``path`` (replaced whole: a reader never sees half a file).
+
+    Raises:
+        CheckpointError: ``params`` expand to more values, or nest deeper, than a hyperparameters file may hold
+            (checked first: copying them into the file would expand them).
+    """
+    check_bounded(params, where=f"the hyperparameters to write to {str(path)!r}")
     plain = plain_hparams(params)
     yaml = _yaml()
     if yaml is None:
@@ -64,7 +74,8 @@ def read_hparams_file(path: str | Path) -> dict[str, Any]:
 
     Raises:
         ConfigError: ``path`` does not end in ``.yaml``, ``.yml`` or ``.json``.
-        CheckpointError: It cannot be read, is not YAML/JSON, or does not hold a mapping with string keys.
+        CheckpointError: It cannot be read, is not YAML/JSON, does not hold a mapping with string keys, or expands
+            to too many values or too deep a nesting (:func:`~xtrain.core._internal.bounded.check_bounded`).
     """
     file = Path(path)
     suffix = file.suffix.lower()
@@ -82,7 +93,14 @@ def read_hparams_file(path: str | Path) -> dict[str, Any]:
         raise CheckpointError(f"hparams_file {str(file)!r} cannot be read ({type(err).__name__}: {err}). Pass the "
                               f"hparams.yaml of the run (in its logger's directory), or drop hparams_file to use "
                               f"the hyperparameters the checkpoint holds.") from None
-    loaded = _parse(file, text, suffix)
+    try:
+        loaded = _parse(file, text, suffix)
+    except RecursionError:
+        raise CheckpointError(f"hparams_file {str(file)!r} is nested too deeply for the "
+                              f"{'JSON' if suffix == '.json' else 'YAML'} parser to follow (RecursionError); "
+                              f"hyperparameters may nest at most {MAX_DEPTH} levels deep. Fix: flatten the nested "
+                              f"lists/mappings, or pass the hparams.yaml the run's logger wrote.") from None
+    check_bounded(loaded, where=f"hparams_file {str(file)!r}")
     if loaded is None:
         loaded = {}
     if not isinstance(loaded, dict) or not all(isinstance(key, str) for key in loaded):

@@ -1,7 +1,9 @@
 """``load_from_checkpoint``: rebuild a module or data module from the hyperparameters a checkpoint saved.
 
 The file is read with ``weights_only=True`` (nothing in it can run code); the class is then constructed from the
-saved hyperparameters, updated with the caller's overrides, and the module's weights are loaded into it.
+saved hyperparameters, updated with the caller's overrides, and the module's weights are loaded into it. The saved
+hyperparameters are bounded first (:mod:`~xtrain.core._internal.bounded`): pickle's memo can share one list into a
+"billion laughs" that loads instantly and expands when the loggers write it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from xtrain.core._internal.bounded import check_checkpoint_hparams
 from xtrain.core._internal.hparams_file import read_hparams_file
 from xtrain.core._internal.model_setup import mark_configured
 from xtrain.core._internal.restore_apply import short_repr as _short_repr
@@ -26,7 +29,8 @@ _T = TypeVar("_T")
 
 
 def read_for_loading(path: str | Path, map_location: Any) -> dict[str, Any]:
-    """Read a single-file checkpoint safely; a sharded directory is refused with the command that consolidates it."""
+    """Read a single-file checkpoint safely; a sharded directory is refused with the command that consolidates it,
+    and hyperparameters too large or deep once expanded with a :class:`CheckpointError`."""
     file = Path(path)
     if file.is_dir():
         single = file.with_name(f"{file.stem if file.suffix == '.ckpt' else file.name}.full.ckpt")
@@ -35,7 +39,9 @@ def read_for_loading(path: str | Path, map_location: Any) -> dict[str, Any]:
                               f"{str(single)!r}")
     if map_location is None and not torch.cuda.is_available():
         map_location = "cpu"
-    return read_checkpoint_file(file, map_location=map_location)
+    checkpoint = read_checkpoint_file(file, map_location=map_location)
+    check_checkpoint_hparams(checkpoint, str(file))
+    return checkpoint
 
 
 def _init_kwargs(cls: type, checkpoint: dict[str, Any], prefix: str, overrides: dict[str, Any],

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from torch import nn
+
 from xtrain.core._internal.manifest import check_manifest
 from xtrain.core._internal.metric_objects import load_metric_states
 from xtrain.core._internal.restore_plan import RestorePlan
@@ -21,8 +23,9 @@ from xtrain.core.errors import CheckpointError
 if TYPE_CHECKING:
     from xtrain.core.trainer import Trainer
 
-__all__ = ["apply_with_rollback", "plan_restore", "restore_checkpoint", "short_repr"]
+__all__ = ["apply_with_rollback", "extra_states", "plan_restore", "restore_checkpoint", "roll_back", "short_repr"]
 
+_EXTRA_STATE = "_extra_state"  # the key torch gives a module's get_extra_state() in its state dict
 _FIT_ENTRIES = ("optimizer_states", "loops")
 # Written by every Trainer checkpoint that is not weights-only: without them a resume would not be exact.
 _RESUME_ENTRIES = ("lr_schedulers", "precision", "callbacks", "loggers", "rng")
@@ -63,9 +66,16 @@ def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, 
     strategy = trainer.strategy
     # Small states first, each undone if a later one refuses its state (the plan cannot foresee every object's
     # load_state_dict); then the weights the plan checked tensor by tensor; the loggers, which touch files, last.
-    apply_with_rollback(path, [*_user_states(trainer, checkpoint, fitting=fitting),
-                                *_small_states(trainer, checkpoint, fitting=fitting)])
-    strategy.load_module_state_dict(checkpoint["state_dict"], strict=strict_loading(trainer))
+    undo = apply_with_rollback(path, [*extra_states(strategy.module, checkpoint["state_dict"]),
+                                       *_user_states(trainer, checkpoint, fitting=fitting),
+                                       *_small_states(trainer, checkpoint, fitting=fitting)])
+    try:
+        strategy.load_module_state_dict(checkpoint["state_dict"], strict=strict_loading(trainer))
+    except Exception as err:
+        roll_back(undo)
+        raise CheckpointError(f"checkpoint {path!r}: the module refused its weights ({type(err).__name__}: "
+                              f"{str(err)[:300]}); the run's other state was put back, but weights loaded before "
+                              f"the error may have changed: rebuild the model before using it.") from err
     if not fitting:
         return
     for opt, state in zip(trainer.optimizers, checkpoint["optimizer_states"], strict=True):
@@ -100,7 +110,7 @@ def plan_restore(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fit
         plan.states("lr_schedulers", schedulers, len(trainer.lr_scheduler_configs))
         for i, (saved, config) in enumerate(zip(schedulers if isinstance(schedulers, list) else [],
                                                 trainer.lr_scheduler_configs, strict=False)):
-            plan.like(f"lr_schedulers[{i}]", saved, config.scheduler.state_dict())
+            plan.scheduler(f"lr_schedulers[{i}]", saved, config.scheduler)
         if checkpoint["xtrain"].get("precision") == strategy.precision.name:
             # Checkpoints move between precisions (a bf16 one has no fp16 scaler state); the same one must fit.
             plan.like("precision", checkpoint["precision"], strategy.precision.state_dict())
@@ -171,8 +181,11 @@ def _small_states(trainer: Trainer, checkpoint: dict[str, Any], *, fitting: bool
     return found
 
 
-def apply_with_rollback(path: str, targets: list[tuple[str, Any, Any]]) -> None:
-    """``target.load_state_dict(state)`` for each ``(name, target, state)``; if one refuses, undo those before it."""
+def apply_with_rollback(path: str, targets: list[tuple[str, Any, Any]]) -> list[Callable[[], None]]:
+    """``target.load_state_dict(state)`` for each ``(name, target, state)``; if one refuses, undo those before it.
+
+    Returns the steps that undo them all, for a caller whose next step may still fail.
+    """
     undo: list[Callable[[], None]] = []
     for name, target, state in targets:
         before = target.state_dict()
@@ -180,11 +193,47 @@ def apply_with_rollback(path: str, targets: list[tuple[str, Any, Any]]) -> None:
             target.load_state_dict(state)
         except Exception as err:
             target.load_state_dict(before)
-            for step in reversed(undo):
-                step()
+            roll_back(undo)
             raise CheckpointError(f"checkpoint {path!r}: {name} refused its saved state ({type(err).__name__}: "
                                   f"{err}); nothing was loaded.") from err
         undo.append(_restorer(target, before))
+    return undo
+
+
+class _ExtraState:
+    """A submodule's ``get_extra_state``/``set_extra_state`` seen as ``state_dict``/``load_state_dict``."""
+
+    def __init__(self, module: nn.Module) -> None:
+        self.module = module
+
+    def state_dict(self) -> Any:
+        return self.module.get_extra_state()
+
+    def load_state_dict(self, state: Any) -> None:
+        self.module.set_extra_state(state)
+
+
+def extra_states(module: nn.Module, state: Any) -> list[tuple[str, Any, Any]]:
+    """``(name, target, value)`` for each submodule whose extra state ``state`` holds.
+
+    ``set_extra_state`` is user code that the plan cannot check: torch calls it in the middle of
+    ``load_state_dict``, after the weights before it were copied. Applied first, with rollback, a refusal leaves the
+    module as it was (the weights' load then sets the same value again).
+    """
+    if not isinstance(state, dict):
+        return []
+    found: list[tuple[str, Any, Any]] = []
+    for name, sub in module.named_modules():
+        key = f"{name}.{_EXTRA_STATE}" if name else _EXTRA_STATE
+        if key in state and type(sub).get_extra_state is not nn.Module.get_extra_state:
+            found.append((f"state_dict: {key}", _ExtraState(sub), state[key]))
+    return found
+
+
+def roll_back(undo: list[Callable[[], None]]) -> None:
+    """Run the steps :func:`apply_with_rollback` returned, newest first."""
+    for step in reversed(undo):
+        step()
 
 
 def _restorer(target: Any, before: Any) -> Callable[[], None]:

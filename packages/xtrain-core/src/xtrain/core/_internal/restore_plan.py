@@ -9,6 +9,7 @@ sharded tensors report their global shape), so they hold for every strategy's la
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -53,6 +54,11 @@ class RestorePlan:
             return
         if not isinstance(saved, torch.Tensor):
             self.problems.append(f"{where}: checkpoint holds a {type(saved).__name__}, model a tensor")
+        elif saved.is_meta or saved.layout != live.layout or saved.is_quantized != live.is_quantized:
+            # Same shape and dtype, but no data (meta) or another layout (sparse): torch would copy the tensors
+            # before it and then fail on this one, leaving the model half loaded.
+            kind = "a meta tensor (no data)" if saved.is_meta else f"a {saved.layout} tensor"
+            self.problems.append(f"{where}: checkpoint holds {kind}, the model a {_layout(live)} one")
         elif tuple(saved.shape) != tuple(live.shape):
             self.problems.append(f"{where}: checkpoint {tuple(saved.shape)} vs model {tuple(live.shape)}")
         elif saved.dtype != live.dtype and not (saved.dtype.is_floating_point and live.dtype.is_floating_point):
@@ -84,12 +90,14 @@ class RestorePlan:
             self.problems.append(f"{where}: {mark}")
             return
         keyed = by_name(state) is not None
-        params = {named.get(id(p), ""): p for g in optimizer.param_groups for p in g["params"]}
+        params: dict[Any, torch.Tensor] = {named.get(id(p), ""): p for g in optimizer.param_groups for p in g["params"]}
         for j, (saved, live) in enumerate(zip(groups, optimizer.param_groups, strict=True)):
             now = [named.get(id(p), "") for p in live["params"]]
-            retyped = [k for k, v in saved.items() if k != "params" and k in live and not _same_kind(v, live[k])]
+            retyped = [k for k, v in saved.items() if k != "params" and k in live and not _same_hyper(v, live[k])]
+            retyped += [k for k, v in saved.items() if k != "params" and k not in retyped and not _finite(v)]
             if retyped:
-                self.problems.append(f"{where} group {j}: {_listed(retyped)} of another type than the optimizer's")
+                self.problems.append(f"{where} group {j}: {_listed(retyped)} of another type than the optimizer's, "
+                                     f"or not finite")
             # A missing hyperparameter (lr, betas, or a scheduler's max_lr that OneCycleLR reads every step) fails
             # the first step. Flags (a bool or None) that an older torch did not save are filled in on load, and
             # torch itself handles param_names.
@@ -105,8 +113,12 @@ class RestorePlan:
             elif not keyed and len(saved["params"]) != len(now):
                 self.problems.append(f"{where} group {j}: checkpoint {len(saved['params'])} parameters vs "
                                      f"optimizer {len(now)}")
-        if not keyed:
-            return
+        if not keyed:  # torch's own layout: the state is keyed by each parameter's position in the saved groups
+            if any(len(g["params"]) != len(live["params"]) for g, live in zip(groups, optimizer.param_groups,
+                                                                                 strict=True)):
+                return
+            params = {index: p for g, live in zip(groups, optimizer.param_groups, strict=True)
+                      for index, p in zip(g["params"], live["params"], strict=True)}
         # One optimizer writes the same fields for parameters of one rank (Adafactor: row/col factors for matrices,
         # a variance for vectors).
         held = {n: e for n, e in state["state"].items() if isinstance(e, dict) and n in params}
@@ -126,16 +138,19 @@ class RestorePlan:
         # A field the optimizer keeps in its parameter's shape (exp_avg, momentum_buffer) has it for every parameter.
         shaped = {f for n, e in held.items() for f, v in e.items()
                   if isinstance(v, torch.Tensor) and v.dim() and v.shape == params[n].shape}
+        if type(optimizer).__module__.startswith("torch.optim"):
+            shaped |= _TORCH_SHAPED
         for name, entry in state["state"].items():
             param = params.get(name)
             if param is None or not isinstance(entry, dict):
                 self.problems.append(f"{where}: state for {name!r}, which the optimizer does not hold")
                 continue
             for field, value in entry.items():
-                if not isinstance(value, (torch.Tensor, int, float, list, tuple)):
+                if not isinstance(value, (torch.Tensor, int, float, list, tuple)) or (
+                        field == "step" and not isinstance(value, (torch.Tensor, int, float))):
                     self.problems.append(f"{where}: {name}.{field}: a {type(value).__name__}")
-                elif isinstance(value, torch.Tensor) and value.dim() and value.shape != param.shape and (
-                        field in shaped or _not_reduced(value, param)):
+                elif isinstance(value, torch.Tensor) and value.shape != param.shape and (
+                        field in shaped or (value.dim() and _not_reduced(value, param))):
                     self.problems.append(f"{where}: {name}.{field}: checkpoint {tuple(value.shape)} vs parameter "
                                          f"{tuple(param.shape)}")
 
@@ -158,9 +173,13 @@ class RestorePlan:
         except (TypeError, ValueError, OverflowError) as err:
             self.problems.append(f"loops: {err}")
             return
-        outside = [k for k, v in scratch.state_dict().items() if not 0 <= v < _INT64]
+        counters = scratch.state_dict()
+        outside = [k for k, v in counters.items() if not 0 <= v < _INT64]
         if outside:
             self.problems.append(f"loops: counters {_listed(outside)} negative or beyond 64 bits")
+        elif counters["batches_in_epoch"] > counters["total_batches"]:
+            self.problems.append(f"loops: batches_in_epoch={counters['batches_in_epoch']} is more than the run's "
+                                 f"total_batches={counters['total_batches']}")
 
     def like(self, where: str, saved: Any, live: Any, *, top: bool = True) -> None:
         """A saved state dict against the live object's own ``state_dict()``: every key there, of the same kind.
@@ -188,6 +207,22 @@ class RestorePlan:
                 if odd:
                     self.problems.append(f"{where}: {_listed(odd)} of another type than the live entries "
                                          f"({type(sample).__name__})")
+
+    def scheduler(self, where: str, saved: Any, scheduler: Any) -> None:
+        """A learning-rate scheduler's state: as :meth:`like`, and no key that would replace one of its methods or
+        its optimizer (torch's ``load_state_dict`` sets every key as an attribute). Other extra keys are kept: an
+        older torch may have saved fields this one no longer has."""
+        live = scheduler.state_dict()
+        self.like(where, saved, live)
+        if isinstance(saved, dict):
+            shadowing = [str(k) for k in saved if not isinstance(k, str) or k == "optimizer"
+                         or (k not in vars(scheduler) and hasattr(type(scheduler), k))]
+            if shadowing:
+                self.problems.append(f"{where}: {_listed(shadowing)} would replace the scheduler's own attributes")
+            # A NaN counter or rate (last_epoch, base_lrs) would train on NaN learning rates from the first step.
+            nan = [str(k) for k, v in saved.items() if k in live and _finite(live[k]) and not _finite(v)]
+            if nan:
+                self.problems.append(f"{where}: {_listed(nan)} not finite")
 
     def rng(self, state: Any) -> None:
         """Try this rank's generator states on the live generators, then put the live states back."""
@@ -248,6 +283,28 @@ def _state_kind(value: Any) -> str:
     return "sequence" if isinstance(value, (list, tuple)) else type(value).__name__
 
 
+# Optimizer state fields that torch.optim's optimizers keep in their parameter's shape.
+_TORCH_SHAPED = frozenset({"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "exp_inf", "momentum_buffer", "square_avg",
+                           "acc_delta", "sum", "grad_avg", "prev", "ax"})
+
+
+def _finite(value: Any) -> bool:
+    """Whether a hyperparameter holds no NaN or infinite number (a NaN learning rate trains NaN weights)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, (list, tuple)):
+        return all(_finite(v) for v in value)
+    return True
+
+
+def _same_hyper(saved: Any, live: Any) -> bool:
+    """:func:`_same_kind` for an optimizer hyperparameter, whose sequences have a fixed length (Adam's two betas)."""
+    if isinstance(live, (list, tuple)):
+        return isinstance(saved, (list, tuple)) and len(saved) == len(live) and all(
+            _same_kind(s, v) for s, v in zip(saved, live, strict=True))
+    return _same_kind(saved, live)
+
+
 def _same_kind(saved: Any, live: Any) -> bool:
     """Whether a saved hyperparameter can stand in for the live one (numbers for numbers, sequences for sequences)."""
     if live is None:
@@ -266,6 +323,10 @@ def _not_reduced(value: torch.Tensor, param: torch.Tensor) -> bool:
     """Whether a same-rank state tensor is neither the parameter's shape nor a reduction of it to size 1 along some
     dimensions (Adafactor's row and column factors are such reductions)."""
     return value.dim() == param.dim() and any(v not in (1, p) for v, p in zip(value.shape, param.shape, strict=True))
+
+
+def _layout(tensor: torch.Tensor) -> str:
+    return "quantized" if tensor.is_quantized else "dense" if tensor.layout == torch.strided else str(tensor.layout)
 
 
 def _listed(keys: Sequence[str]) -> str:

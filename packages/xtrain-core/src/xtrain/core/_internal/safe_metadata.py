@@ -4,19 +4,25 @@ DCP stores its metadata as a pickle and reads it back with ``pickle.load``, whic
 for. Here it is read with an unpickler that resolves only the classes DCP's metadata consists of (its dataclasses,
 ``torch.Size``, dtypes, layouts, paths): anything else is refused before it is called. The result is then checked
 field by field against the data directory: every file it names is a plain file inside that directory (no ``..``,
-no symlink), every byte range lies inside its file, and no tensor declares more bytes than the files hold.
+no symlink) listed in the manifest's checksum list when it has one, every byte range lies inside its file and shares
+no byte with another, every chunk has at least its own bytes stored, and each tensor's chunks tile it exactly
+(:mod:`~xtrain.core._internal.chunk_layout`). A read can then neither leave an element unwritten nor allocate more
+than the files hold (a sparse file's size aside: the allocation failing is then reported by the reader).
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 import math
 import pickle
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from xtrain.core._internal.chunk_layout import tiling_problem
 from xtrain.core.errors import CheckpointError
 
 __all__ = ["check_metadata", "load_metadata"]
@@ -64,8 +70,16 @@ def load_metadata(file: Path, *, checkpoint: str) -> Any:
     return metadata
 
 
-def check_metadata(metadata: Any, data: Path, *, checkpoint: str) -> None:
-    """Check every field a read will use against the files in ``data``; raise :class:`CheckpointError` if any is off."""
+def check_metadata(metadata: Any, data: Path, *, checkpoint: str, listed: Collection[str] | None = None) -> None:
+    """Check every field a read will use against the files in ``data``; raise :class:`CheckpointError` if any is off.
+
+    Args:
+        metadata: DCP's metadata, as :func:`load_metadata` read it.
+        data: The data directory it describes.
+        checkpoint: The checkpoint's path, for messages.
+        listed: The files the manifest's checksum list names, if it has one: a file outside it was not written with
+            the checkpoint, so the metadata may not read from it (its size, e.g. of a sparse file, bounds nothing).
+    """
     from torch.distributed.checkpoint.filesystem import _StorageInfo
     from torch.distributed.checkpoint.metadata import MetadataIndex, TensorStorageMetadata
 
@@ -77,6 +91,7 @@ def check_metadata(metadata: Any, data: Path, *, checkpoint: str) -> None:
     if not isinstance(metadata.state_dict_metadata, dict) or not isinstance(storage, dict):
         raise bad("its tables are not dicts")
     sizes: dict[str, int] = {}
+    ranges: list[tuple[str, int, int, str]] = []
     for index, info in storage.items():
         if not isinstance(index, MetadataIndex) or not isinstance(info, _StorageInfo):
             raise bad(f"a storage entry is a {type(info).__name__}")
@@ -87,6 +102,9 @@ def check_metadata(metadata: Any, data: Path, *, checkpoint: str) -> None:
             file = data / name
             if file.is_symlink() or not file.is_file():
                 raise bad(f"{str(file)!r} is missing, a symlink or not a plain file")
+            if listed is not None and name not in listed:
+                raise bad(f"{index.fqn!r} is read from {str(file)!r}, a file the manifest's checksum list "
+                          f"does not name, so it was not written with the checkpoint")
             sizes[name] = file.stat().st_size
         offset, length = info.offset, info.length
         if not (isinstance(offset, int) and isinstance(length, int)) or offset < 0 or length < 0 or \
@@ -95,6 +113,8 @@ def check_metadata(metadata: Any, data: Path, *, checkpoint: str) -> None:
         if info.transform_descriptors:
             raise bad(f"{name!r} is stored with transforms {list(info.transform_descriptors)!r}, which xtrain never "
                       f"writes")
+        ranges.append((name, offset, length, str(index.fqn)))
+    _check_disjoint(ranges, bad)
     total = sum(sizes.values())
     for key, entry in metadata.state_dict_metadata.items():
         if not isinstance(key, str):
@@ -107,26 +127,40 @@ def check_metadata(metadata: Any, data: Path, *, checkpoint: str) -> None:
             declared = math.prod(shape) * dtype.itemsize
             if declared > total:
                 raise bad(f"the tensor {key!r} declares {declared} bytes, more than the {total} its files hold")
-            covered = _chunk_volume(key, entry, storage, bad)
-            if covered != math.prod(shape):
-                raise bad(f"the chunks of the tensor {key!r} cover {covered} of its {math.prod(shape)} elements "
-                          f"(the rest would be uninitialized memory)")
+            problem = tiling_problem(tuple(shape), _chunks(key, entry, dtype.itemsize, storage, bad))
+            if problem is not None:
+                raise bad(f"the chunks of the tensor {key!r} of shape {list(shape)} {problem}")
 
 
-def _chunk_volume(key: str, entry: Any, storage: dict[Any, Any], bad: Any) -> int:
-    """The elements the chunks of ``key`` hold, each checked to lie inside the tensor and to have stored bytes.
-    DCP writes non-overlapping chunks, so the tensor is whole exactly when this equals its element count."""
+def _check_disjoint(ranges: list[tuple[str, int, int, str]], bad: Any) -> None:
+    """DCP writes every chunk to bytes of its own; entries sharing bytes would let a small file fill any number of
+    tensors (each read allocates its own copy), so they are refused."""
+    ranges.sort()
+    for (name, offset, length, key), (other, start, size, second) in itertools.pairwise(ranges):
+        if other == name and start < offset + length:
+            who = f"two chunks of the tensor {key!r}" if key == second else f"the tensors {key!r} and {second!r}"
+            raise bad(f"{who} are both read from bytes {start}..{min(offset + length, start + size)} of {name!r}; a "
+                      f"real checkpoint never shares bytes between chunks")
+
+
+def _chunks(key: str, entry: Any, itemsize: int, storage: dict[Any, Any], bad: Any) -> list[tuple[Any, Any]]:
+    """The ``(offsets, sizes)`` of the chunks of ``key``, each checked to lie inside the tensor and to have stored
+    bytes at least as many as its elements take (DCP stores each chunk whole, with ``torch.save``'s framing)."""
     from torch.distributed.checkpoint.metadata import MetadataIndex
 
     shape = tuple(entry.size)
-    volume = 0
+    boxes = []
     for chunk in entry.chunks if isinstance(entry.chunks, list) else [None]:
         offsets, sizes = getattr(chunk, "offsets", None), getattr(chunk, "sizes", None)
         if (offsets is None or sizes is None or len(offsets) != len(shape) or len(sizes) != len(shape)
                 or not all(isinstance(n, int) and n >= 0 for n in (*offsets, *sizes))
                 or any(o + n > dim for o, n, dim in zip(offsets, sizes, shape, strict=True))):
             raise bad(f"a chunk of the tensor {key!r} lies outside its shape {list(shape)}")
-        if MetadataIndex(key, offsets) not in storage:
+        info = storage.get(MetadataIndex(key, offsets))
+        if info is None:
             raise bad(f"the chunk at {list(offsets)} of the tensor {key!r} has no stored bytes")
-        volume += math.prod(sizes)
-    return volume
+        if info.length < math.prod(sizes) * itemsize:
+            raise bad(f"the chunk at {list(offsets)} of the tensor {key!r} holds {math.prod(sizes) * itemsize} bytes "
+                      f"of elements, but only {info.length} bytes of {info.relative_path!r} are stored for it")
+        boxes.append((offsets, sizes))
+    return boxes

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import torch
 from typing_extensions import override
 
+from xtrain.core._internal.checkpoint_names import DEFAULT_FILENAME, FIELD, name_pattern
 from xtrain.core.callbacks.callback import Callback
 from xtrain.core.errors import ConfigError, format_choices
 from xtrain.core.loggers.logger import Logger
@@ -23,8 +24,6 @@ if TYPE_CHECKING:
     from xtrain.core.trainer import Trainer
 
 __all__ = ["ModelCheckpoint"]
-
-_FIELD = re.compile(r"\{([A-Za-z_][\w/.-]*)(:[^}]*)?\}")
 
 
 def _absolute(dirpath: str | Path | None) -> Path | None:
@@ -121,6 +120,7 @@ class ModelCheckpoint(Callback):
         self._current_score: float | None = None  # the monitored value at the latest save
         self.last_model_path = ""
         self._saved_step = -1
+        self._unchecked = False  # a restored state not yet checked against the run's directory
 
     @property
     def best_model_score(self) -> torch.Tensor | None:
@@ -163,6 +163,8 @@ class ModelCheckpoint(Callback):
     @override
     def on_fit_start(self, trainer: Trainer, module: TrainModule) -> None:
         self._run_dirpath = self.resolve_dirpath(trainer)
+        if self._unchecked:
+            self._disown_foreign(self._run_dirpath)
         self._validated_step = -1
         self._deferred = False
 
@@ -203,6 +205,45 @@ class ModelCheckpoint(Callback):
         self.last_model_path = state.get("last_model_path", "")
         current = state.get("current_score")
         self._current_score = float(current) if isinstance(current, (int, float)) else None
+        self._unchecked = True  # the default directory is known once fit starts, after the restore
+        if self._dirpath is not None:
+            self._disown_foreign(self._dirpath)
+
+    def _disown_foreign(self, dirpath: Path) -> None:
+        """Forget the paths of a restored state that this callback could not have written in ``dirpath``.
+
+        The state comes from a checkpoint file, which may be hostile or another run's: its ranking decides what
+        pruning deletes and its ``best_model_path`` what ``ckpt_path="best"`` loads. As Lightning on a changed
+        ``dirpath``, what lies elsewhere leaves the ranking; a name the ``filename`` template cannot give (a user's
+        ``backbone.ckpt`` beside the checkpoints) leaves it too. The files are never touched.
+        """
+        self._unchecked = False
+        foreign = {path: why for path in (*self.best_k_models, *self._recent, self.best_model_path,
+                                          self.last_model_path) if path and (why := self._foreign(path, dirpath))}
+        if not foreign:
+            return
+        self.best_k_models = {k: v for k, v in self.best_k_models.items() if k not in foreign}
+        self._recent = {k: v for k, v in self._recent.items() if k not in foreign}
+        if self.best_model_path in foreign:
+            self.best_model_path, self._best_score = "", None
+        if self.last_model_path in foreign:
+            self.last_model_path = ""
+        listed = "; ".join(f"{path!r} ({why})" for path, why in list(foreign.items())[:5])
+        more = f"; and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+        warnings.warn(f"ModelCheckpoint(dirpath={str(dirpath)!r}): the state restored from the checkpoint names "
+                      f"files this callback does not write: {listed}{more}. They leave its ranking, are not used as "
+                      "the best or last checkpoint, and are kept (never deleted); delete them yourself if an earlier "
+                      "run wrote them and you no longer need them.", UserWarning, stacklevel=2)
+
+    def _foreign(self, path: str, dirpath: Path) -> str:
+        """Why pruning must not delete ``path`` (``""``: it may, a file this callback writes in ``dirpath``)."""
+        if not self._owns(path, dirpath):
+            return f"not a {self.FILE_EXTENSION} file directly in {str(dirpath)!r}"
+        pattern = name_pattern(self.filename or DEFAULT_FILENAME, auto_insert_metric_name=self.auto_insert_metric_name,
+                               extension=self.FILE_EXTENSION, last_name=self.LAST_NAME)
+        if pattern.fullmatch(Path(path).name) is None:
+            return f"not a name that filename={self.filename or DEFAULT_FILENAME!r} or {self.LAST_NAME!r} gives"
+        return ""
 
     def resolve_dirpath(self, trainer: Trainer) -> Path:
         """Where checkpoints go for ``trainer``'s current run."""
@@ -346,7 +387,7 @@ class ModelCheckpoint(Callback):
         return float(value.item() if isinstance(value, torch.Tensor) else value)
 
     def _format(self, trainer: Trainer, epoch: int, metrics: dict[str, Any]) -> str:
-        template = self.filename or "{epoch}-{step}"
+        template = self.filename or DEFAULT_FILENAME
         values: dict[str, Any] = {"epoch": epoch, "step": trainer.global_step}
         values.update({k: float(v.item() if isinstance(v, torch.Tensor) else v)
                        for k, v in metrics.items()})
@@ -357,7 +398,7 @@ class ModelCheckpoint(Callback):
             text = format(value, spec[1:]) if spec else str(value)
             return f"{name}={text}" if self.auto_insert_metric_name else text
 
-        return _FIELD.sub(field, template).replace("/", "_")
+        return FIELD.sub(field, template).replace("/", "_")
 
     def _better(self, score: float, than: float) -> bool:
         return score < than if self.mode == "min" else score > than
@@ -391,7 +432,7 @@ class ModelCheckpoint(Callback):
         for old in doomed:
             # The file the run was started from is the user's: resuming from a best checkpoint for more epochs
             # must not delete it when a better one comes (it leaves the ranking all the same).
-            if (old != self.last_model_path and self._owns(old, dirpath)
+            if (old != self.last_model_path and not self._foreign(old, dirpath)
                     and (started_from is None or _resolved(old) != started_from)):
                 trainer.strategy.remove_checkpoint(old)
 

@@ -395,8 +395,10 @@ RULES: tuple[Rule, ...] = (
                           "starts; the message names the argument, the value, the choices and the fix", action=DOC),
     _r(B, "resume directory", None, "fit(ckpt_path=...) continues the checkpoint's run: loggers write into its "
                                     "version directory (Lightning starts version_N+1) and drop what was logged after "
-                                    "the checkpoint, and ModelCheckpoint keeps ranking (and pruning) the files there, "
-                                    "never the one the run started from. To leave the earlier run's files as they "
+                                    "the checkpoint, and ModelCheckpoint keeps ranking (and pruning) the files there "
+                                    "that its filename template (or last) names, never the one the run started from "
+                                    "and never another file the checkpoint names (it warns and keeps it). To leave "
+                                    "the earlier run's files as they "
                                     "are, give the resumed run's logger a version of its own (CSVLogger(version=1))",
        action=DOC),
     _r(B, "checkpoints", None, "saved at safe points (after an optimizer step or a finished epoch) and resumed "

@@ -1,0 +1,34 @@
+"""The file names a ModelCheckpoint writes, told apart from any other ``*.ckpt``.
+
+A ranking read back from a checkpoint file on resume decides what pruning deletes; matching its entries against the
+names the callback itself produces keeps a hostile or stale ranking from deleting a user's file in the same folder
+(``my_pretrained_backbone.ckpt``), while the files of earlier runs (xtrain's or Lightning's) still match.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["DEFAULT_FILENAME", "FIELD", "name_pattern"]
+
+FIELD = re.compile(r"\{([A-Za-z_][\w/.-]*)(:[^}]*)?\}")
+DEFAULT_FILENAME = "{epoch}-{step}"
+
+
+def name_pattern(template: str, *, auto_insert_metric_name: bool, extension: str,
+                 last_name: str) -> re.Pattern[str]:
+    """A pattern whose ``fullmatch`` accepts every name ``ModelCheckpoint._format`` gives ``template`` and the
+    ``last`` names, each with the ``-vN`` suffix of the version counter and ``extension``.
+
+    A field's value is not known in advance (a metric, or a format spec of the user's), so each field matches any
+    non-empty text without ``/``; the literal parts of the template must be there as written (``/`` became ``_``).
+    """
+    parts: list[str] = []
+    position = 0
+    for match in FIELD.finditer(template):
+        parts.append(re.escape(template[position:match.start()].replace("/", "_")))
+        label = re.escape(match.group(1).replace("/", "_") + "=") if auto_insert_metric_name else ""
+        parts.append(f"{label}[^/]+")
+        position = match.end()
+    parts.append(re.escape(template[position:].replace("/", "_")))
+    return re.compile(f"(?:{''.join(parts)}|{re.escape(last_name)})(?:-v[0-9]+)?{re.escape(extension)}")
