@@ -36,3 +36,22 @@ def test_compare_revisions_runs_step_pairs_on_both_sides(repo_root: Path) -> Non
     rows = [line.split() for line in out.stdout.splitlines() if line.split()[:1] == ["lean"]]
     assert len(rows) == 2, out.stdout  # the epoch measure and the sum measure
     assert all(0.3 < float(cell) < 3.0 for row in rows for cell in row[1:]), out.stdout
+
+
+@pytest.mark.timeout(300)
+def test_step_overhead_names_the_lightning_arms_it_cannot_run(repo_root: Path) -> None:
+    """The Lightning side-by-side arms run where Lightning is installed and are named as skipped elsewhere."""
+    import importlib.util
+
+    out = subprocess.run([sys.executable, "step_overhead.py", "--steps", "300", "--rounds", "1", "--no-import",
+                          "--arms", "lean,pl_log1"],
+                         cwd=repo_root / "tools" / "bench", capture_output=True, text=True, timeout=280)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]  # non-zero: the final losses differ
+    rows = {line.split()[0]: line.split() for line in out.stdout.splitlines() if line.split()[:1] in (
+        ["lean"], ["pl_log1"])}
+    assert 0.3 < float(rows["lean"][5]) < 3.0, out.stdout
+    if importlib.util.find_spec("lightning") is None:
+        assert "skipped (Lightning is not installed here): pl_log1" in out.stdout, out.stdout
+        assert "pl_log1" not in rows
+    else:
+        assert 0.3 < float(rows["pl_log1"][5]) < 10.0, out.stdout

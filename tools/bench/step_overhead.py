@@ -25,6 +25,9 @@ Arms (the tiny model is where per-step overhead shows most):
   clipping adds to the Trainer, to be read against what ``clip_grad_norm_`` adds to the plain loop (printed below the
   table when ``lean`` and ``clip_lean`` both ran).
 - ``engine`` (and ``fabric`` when Lightning is installed): the plain loop under ``Engine.setup``.
+- ``pl_defaults`` / ``pl_log1`` (when Lightning is installed; not in the default ``--arms``): Lightning's own Trainer
+  with its defaults, as ``defaults`` / ``log1``: the side-by-side. Run the script where both are installed, e.g.
+  with ``PYTHONPATH`` set to the packages' ``src`` folders in Lightning's environment.
 
 ``step_pairs.py`` measures the Trainer arms epoch by epoch against a plain loop run between them, in one process:
 steadier where the machine's speed drifts between runs.
@@ -85,6 +88,7 @@ ACCELERATOR = "cpu"
 CLOCK = time.perf_counter
 BASELINE_OF = {"clip": "plain_clip", "clip_lean": "plain_clip"}
 _BASELINES = {"plain", "plain_clip"}
+_LIGHTNING = {"fabric", "pl_defaults", "pl_log1"}  # arms that run only where Lightning is installed
 
 
 def _paired_sequence(wanted: list[str]) -> list[str]:
@@ -155,10 +159,33 @@ def trainer(steps: int, *, lean: bool, logged: int = 0, clip: float | None = Non
             callbacks: tuple[Any, ...] = ()) -> Run:
     from xtrain.core import Callback, Trainer, TrainModule
 
+    lean_options = {"enable_checkpointing": False, "logger": False, "enable_progress_bar": False}
+    return _timed_fit(Trainer, TrainModule, Callback, steps, logged=logged, callbacks=callbacks,
+                      options={"gradient_clip_val": clip, **(lean_options if lean else {})})
+
+
+def lightning_trainer(steps: int, *, logged: int = 0) -> Run:
+    """Lightning's own Trainer with its defaults (TensorBoard or CSV logger, a checkpoint each epoch, the TQDM bar):
+    the side-by-side of issue 17. Lightning must be installed in the environment that runs the benchmark."""
+    import logging
+    import warnings
+
+    import lightning
+
+    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)  # its start-up lines, at every run
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "does not have many workers", once per run
+        return _timed_fit(lightning.Trainer, lightning.LightningModule, lightning.Callback, steps, logged=logged,
+                          options={})
+
+
+def _timed_fit(trainer_class: Any, module_class: Any, callback_class: Any, steps: int, *, logged: int,
+               options: dict[str, Any], callbacks: tuple[Any, ...] = ()) -> Run:
+    """Train the task with a Lightning-style Trainer (xtrain's or Lightning's); its step logs ``logged`` keys."""
     names = ["loss", *(f"metric_{i}" for i in range(1, logged))][:logged]
     last: list[torch.Tensor] = [torch.tensor(0.0)]  # not a module attribute: nn.Module.__setattr__ costs ~1 us a step
 
-    class Tiny(TrainModule):
+    class Tiny(module_class):  # type: ignore[misc]
         def __init__(self) -> None:
             super().__init__()
             self.net = task_net()
@@ -176,7 +203,7 @@ def trainer(steps: int, *, lean: bool, logged: int = 0, clip: float | None = Non
 
     marks: list[float] = []
 
-    class Marks(Callback):  # one clock read per epoch, as the plain loop's
+    class Marks(callback_class):  # type: ignore[misc]  # one clock read per epoch, as the plain loop's
         def on_train_epoch_start(self, trainer: Any, module: Any) -> None:
             marks.append(CLOCK())
 
@@ -184,11 +211,8 @@ def trainer(steps: int, *, lean: bool, logged: int = 0, clip: float | None = Non
     module = Tiny()
     loader = DataLoader(task_data(), batch_size=64, shuffle=True)
     with tempfile.TemporaryDirectory() as root:
-        extra = {"enable_checkpointing": False, "logger": False, "enable_progress_bar": False,
-                 "enable_model_summary": False}
-        t = Trainer(max_steps=steps, default_root_dir=root, accelerator=ACCELERATOR, devices=1,
-                    gradient_clip_val=clip, callbacks=[Marks(), *callbacks],
-                    **(extra if lean else {"enable_model_summary": False}))
+        t = trainer_class(max_steps=steps, default_root_dir=root, accelerator=ACCELERATOR, devices=1,
+                          callbacks=[Marks(), *callbacks], enable_model_summary=False, **options)
         start = CLOCK()
         t.fit(module, loader)
         final = float(last[0].detach())
@@ -243,12 +267,13 @@ def over_lean(medians: dict[str, float]) -> str | None:
 
 
 def arm_functions() -> dict[str, Callable[[int], Run]]:
-    """Every arm by name, each taking a number of steps (``fabric`` needs Lightning installed)."""
+    """Every arm by name, each taking a number of steps (the ``_LIGHTNING`` ones need Lightning installed)."""
     trainer_arms: dict[str, Callable[[int], Run]] = {
         name: (lambda s, options=options: trainer(s, **options)) for name, options in TRAINER_ARMS.items()}
     return {
         "plain": plain, "plain_clip": lambda s: plain(s, clip=1.0), "plain_save": lambda s: plain(s, save=True),
         **trainer_arms, "engine": engine, "fabric": fabric,
+        "pl_defaults": lightning_trainer, "pl_log1": lambda s: lightning_trainer(s, logged=1),
     }
 
 
@@ -287,9 +312,12 @@ def main() -> int:
     if ("clip" in wanted or "clip_lean" in wanted) and "plain_clip" not in wanted:
         wanted.insert(1, "plain_clip")
     try:
-        import lightning.fabric  # type: ignore[import-not-found]  # noqa: F401
+        import lightning  # type: ignore[import-not-found]  # noqa: F401
     except ImportError:
-        wanted = [a for a in wanted if a != "fabric"]
+        skipped = [a for a in wanted if a in _LIGHTNING]
+        if skipped:
+            print(f"skipped (Lightning is not installed here): {', '.join(skipped)}")
+        wanted = [a for a in wanted if a not in _LIGHTNING]
     times: dict[str, list[float]] = {a: [] for a in wanted}
     losses: dict[str, float] = {}
     for arm in wanted:  # warm-up round, not counted
@@ -333,7 +361,7 @@ def main() -> int:
         ours = statistics.median(times["clip_lean"]) / statistics.median(times["lean"])
         print(f"clipping adds: {raw:.3f}x to the plain loop (plain_clip / plain), {ours:.3f}x to the Trainer "
               f"(clip_lean / lean): {ours / raw:.3f} of the raw cost ratio")
-    mismatched = [a for a in wanted if a != "fabric" and losses[a] != losses[BASELINE_OF.get(a, "plain")]]
+    mismatched = [a for a in wanted if a not in _LIGHTNING and losses[a] != losses[BASELINE_OF.get(a, "plain")]]
     if mismatched:
         print(f"FINAL LOSSES DIFFER from the plain loop: {mismatched}")
     if args.no_import:
