@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import torch
 
+from checkpoint_helpers import quiet_trainer
 from xtrain.core import ConfigError, ModelCheckpoint, Trainer
 from xtrain.core.defaults.torch_io import save_file
 from xtrain.core.testing import TinyClassifier, tiny_loaders
@@ -27,9 +28,8 @@ class _Scripted(TinyClassifier):
 
 
 def _trainer(root: Path, epochs: int, callback: ModelCheckpoint | None = None, **options: Any) -> Trainer:
-    return Trainer(accelerator="cpu", max_epochs=epochs, logger=False, enable_progress_bar=False,
-                   enable_model_summary=False, default_root_dir=root, limit_train_batches=2, num_sanity_val_steps=0,
-                   callbacks=[callback] if callback is not None else None, **options)
+    return quiet_trainer(root, max_epochs=epochs, max_steps=-1, limit_train_batches=2, num_sanity_val_steps=0,
+                         callbacks=[callback] if callback is not None else None, **options)
 
 
 def _planted(source: Path, target: Path, edit: Callable[[dict[str, Any]], None]) -> Path:

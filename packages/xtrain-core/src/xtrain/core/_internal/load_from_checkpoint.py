@@ -2,8 +2,8 @@
 
 The file is read with ``weights_only=True`` (nothing in it can run code); the class is then constructed from the
 saved hyperparameters, updated with the caller's overrides, and the module's weights are loaded into it. The saved
-hyperparameters are bounded first (:mod:`~xtrain.core._internal.bounded`): pickle's memo can share one list into a
-"billion laughs" that loads instantly and expands when the loggers write it.
+hyperparameters are bounded by the checkpoint gate that reads the file (:mod:`~xtrain.core._internal.bounded`):
+pickle's memo can share one list into a "billion laughs" that loads instantly and expands when the loggers write it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 
 import torch
 
-from xtrain.core._internal.bounded import check_checkpoint_hparams
 from xtrain.core._internal.hparams_file import read_hparams_file
 from xtrain.core._internal.model_setup import mark_configured
 from xtrain.core._internal.restore_apply import short_repr as _short_repr
@@ -29,8 +28,8 @@ _T = TypeVar("_T")
 
 
 def read_for_loading(path: str | Path, map_location: Any) -> dict[str, Any]:
-    """Read a single-file checkpoint safely; a sharded directory is refused with the command that consolidates it,
-    and hyperparameters too large or deep once expanded with a :class:`CheckpointError`."""
+    """Read a single-file checkpoint safely (through the checkpoint gate, which also refuses hyperparameters too
+    large or deep once expanded); a sharded directory is refused with the command that consolidates it."""
     file = Path(path)
     if file.is_dir():
         single = file.with_name(f"{file.stem if file.suffix == '.ckpt' else file.name}.full.ckpt")
@@ -39,9 +38,7 @@ def read_for_loading(path: str | Path, map_location: Any) -> dict[str, Any]:
                               f"{str(single)!r}")
     if map_location is None and not torch.cuda.is_available():
         map_location = "cpu"
-    checkpoint = read_checkpoint_file(file, map_location=map_location)
-    check_checkpoint_hparams(checkpoint, str(file))
-    return checkpoint
+    return read_checkpoint_file(file, map_location=map_location)
 
 
 def _init_kwargs(cls: type, checkpoint: dict[str, Any], prefix: str, overrides: dict[str, Any],
