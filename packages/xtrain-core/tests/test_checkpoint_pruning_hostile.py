@@ -152,3 +152,72 @@ def test_a_restored_best_path_the_callback_did_not_write_is_never_loaded(tmp_pat
         pass  # no best checkpoint at all is fine too; loading the planted one is not
     assert not all(bool((v == 7.0).all()) for v in module.state_dict().values())
     assert planted.exists()
+
+
+def _sevens(source: Path, target: Path) -> Path:
+    """A well-formed checkpoint of other weights (every value 7) at ``target``: a file the run did not write."""
+    checkpoint = torch.load(source, weights_only=True)
+    save_file({**checkpoint, "state_dict": {k: torch.full_like(v, 7.0) for k, v in checkpoint["state_dict"].items()}},
+              target)
+    return target
+
+
+def _best_of_a_new_trainer(root: Path, ckpts: Path) -> tuple[TinyClassifier, Trainer]:
+    module = TinyClassifier()
+    trainer = _trainer(root, 1, ModelCheckpoint(dirpath=ckpts, monitor="val_loss", save_last=True))
+    with pytest.raises(ConfigError, match="ckpt_path='best': there is no best checkpoint"):
+        trainer.test(module, tiny_loaders(n=64)[1], ckpt_path="best", verbose=False)
+    return module, trainer
+
+
+@pytest.mark.parametrize("last", ["kept", "removed"])
+def test_a_new_trainer_never_loads_a_user_file_as_best(tmp_path: Path, last: str) -> None:
+    """``ckpt_path="best"`` in a new process reads the best path from the run's ``last`` file. A ``last`` whose
+    state names a user's file beside the checkpoints, or (without a ``last``) a user's file holding a state that
+    names itself, must not make that file the best."""
+    ckpts, (train, val) = tmp_path / "ckpts", tiny_loaders(n=64)
+    _trainer(tmp_path, 1, ModelCheckpoint(dirpath=ckpts, monitor="val_loss", save_last=True)).fit(
+        TinyClassifier(), train, val)
+    genuine = next(ckpts.glob("epoch=*.ckpt"))
+    backbone = _sevens(genuine, ckpts / "backbone.ckpt")
+    _planted(ckpts / "last.ckpt", ckpts / "last.ckpt" if last == "kept" else backbone,
+             lambda state: state.update(best_model_path=str(backbone)))
+    if last == "removed":
+        genuine.unlink()
+        (ckpts / "last.ckpt").unlink()
+    module, _ = _best_of_a_new_trainer(tmp_path, ckpts)
+    assert not any(bool((v == 7.0).all()) for v in module.state_dict().values())
+    assert backbone.exists()
+
+
+def test_a_new_trainer_still_finds_the_runs_own_best(tmp_path: Path) -> None:
+    """The check above keeps the common case: the best that ``last`` names is the run's own file, in a folder that
+    also holds a user's file."""
+    ckpts, (train, val) = tmp_path / "ckpts", tiny_loaders(n=64)
+    first = _trainer(tmp_path, 2, ModelCheckpoint(dirpath=ckpts, monitor="val_loss", save_last=True))
+    first.fit(_Scripted(), train, val)
+    _sevens(ckpts / "last.ckpt", ckpts / "backbone.ckpt")
+    fresh = _trainer(tmp_path, 1, ModelCheckpoint(dirpath=ckpts, monitor="val_loss", save_last=True))
+    from xtrain.core._internal.checkpointing import find_checkpoint
+
+    assert first.checkpoint_callback is not None
+    assert find_checkpoint(fresh, "best") == first.checkpoint_callback.best_model_path != ""
+
+
+def test_a_bare_epoch_template_without_metric_names_still_tells_a_user_file_apart(tmp_path: Path) -> None:
+    """``filename="{epoch}"`` with ``auto_insert_metric_name=False`` writes ``0.ckpt``, ``1.ckpt``: digits only, so a
+    planted ranking naming ``backbone.ckpt`` beside them does not get it deleted, while ``0.ckpt`` is pruned."""
+    ckpts, train = tmp_path / "ckpts", tiny_loaders()[0]
+
+    def callback() -> ModelCheckpoint:
+        return ModelCheckpoint(dirpath=ckpts, filename="{epoch}", auto_insert_metric_name=False, save_last=True)
+
+    _trainer(tmp_path, 1, callback()).fit(TinyClassifier(), train)
+    victim = ckpts / "backbone.ckpt"
+    victim.write_text("the user's own file")
+    resumed = _planted(ckpts / "last.ckpt", tmp_path / "downloaded.ckpt",
+                       lambda state: state["recent"].update({str(victim): -1.0}))
+    with pytest.warns(UserWarning, match=f"{re.escape(repr(str(victim)))}.*{_KEPT}"):
+        _trainer(tmp_path, 2, callback()).fit(TinyClassifier(), train, ckpt_path=resumed)
+    assert victim.read_text() == "the user's own file"
+    assert _names(ckpts) == ["1.ckpt", "backbone.ckpt", "last.ckpt"]

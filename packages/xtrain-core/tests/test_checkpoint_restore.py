@@ -133,6 +133,8 @@ CASES: dict[str, tuple[type[TinyClassifier], Any, str]] = {
                       "net.3.bias: checkpoint holds a torch.sparse_coo tensor, the model a dense one"),
     "learning rate not finite": (TinyClassifier, lambda c: c["optimizer_states"][0]["param_groups"][0].update(
         lr=float("nan")), "group 0: lr of another type than the optimizer's, or not finite"),
+    "learning rate negative": (TinyClassifier, lambda c: c["optimizer_states"][0]["param_groups"][0].update(
+        lr=-0.1, weight_decay=-1e-4), "group 0: lr, weight_decay negative where the optimizer's is not"),
     "batches beyond the run's": (TinyClassifier, lambda c: c["loops"].update(batches_in_epoch=10**6),
                                  "loops: batches_in_epoch=1000000 is more than the run's total_batches=2"),
     "momentum buffers as scalars": (TinyClassifier, lambda c: _every_buffer(c, torch.tensor(0.0)),

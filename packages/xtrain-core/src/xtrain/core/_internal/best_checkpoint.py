@@ -14,12 +14,19 @@ __all__ = ["best_from_last_checkpoint", "default_ckpt_path"]
 
 
 def best_from_last_checkpoint(trainer: Trainer) -> str | None:
-    """The ``best_model_path`` saved in the newest ``last`` checkpoint file, when it still exists."""
+    """The ``best_model_path`` saved in the newest ``last`` checkpoint file, when it still exists.
+
+    Both the file read and the path it names must be files a ModelCheckpoint of ``trainer`` writes in that folder
+    (its ``filename`` template or ``last``): a user's ``backbone.ckpt`` beside the checkpoints is neither read as
+    the run's state nor loaded as its best, whatever a state in another file says.
+    """
     from xtrain.core.defaults.torch_io import read_checkpoint_file
 
-    candidates = [Path(p) for cb in trainer.checkpoint_callbacks for p in cb.last_checkpoint_candidates(trainer)]
-    files = sorted((p for p in candidates if p.is_file()), key=lambda p: p.stat().st_mtime_ns, reverse=True)
-    keys = {cb.state_key for cb in trainer.checkpoint_callbacks}
+    callbacks = trainer.checkpoint_callbacks
+    candidates = {Path(p) for cb in callbacks for p in cb.last_checkpoint_candidates(trainer)}
+    files = sorted((p for p in candidates if p.is_file() and any(cb.writes(p, p.parent) for cb in callbacks)),
+                   key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    keys = {cb.state_key for cb in callbacks}
     for file in files:
         try:
             states = read_checkpoint_file(file).get("callbacks", {})
@@ -32,7 +39,7 @@ def best_from_last_checkpoint(trainer: Trainer) -> str | None:
             best = state.get("best_model_path") if str(key).startswith("ModelCheckpoint") and \
                 isinstance(state, dict) else None
             if isinstance(best, str) and best and Path(best).exists() and \
-                    Path(best).resolve().parent == file.resolve().parent:
+                    any(cb.writes(best, file.parent) for cb in callbacks):
                 return best
     return None
 

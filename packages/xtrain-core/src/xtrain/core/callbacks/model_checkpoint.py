@@ -245,6 +245,12 @@ class ModelCheckpoint(Callback):
             return f"not a name that filename={self.filename or DEFAULT_FILENAME!r} or {self.LAST_NAME!r} gives"
         return ""
 
+    def writes(self, path: str | Path, dirpath: Path) -> bool:
+        """Whether ``path`` is a file this callback writes in ``dirpath``: directly there, named by its ``filename``
+        template or ``last`` (with the ``-vN`` of the version counter). What a checkpoint file's state names is
+        trusted only then (``ckpt_path="best"`` in a new process)."""
+        return not self._foreign(str(path), dirpath)
+
     def resolve_dirpath(self, trainer: Trainer) -> Path:
         """Where checkpoints go for ``trainer``'s current run."""
         if self._dirpath is not None:
