@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 __all__ = ["TrainModule"]
 
 ReduceFx = Literal["mean", "sum", "max", "min"]
-_TENSOR = torch.Tensor
 
 
 class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
@@ -207,20 +206,10 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
         trainer = self._trainer
         if trainer is None:
             return
-        store = trainer._metrics
-        fast = store.fast  # the common call, recorded here: see StepLog
-        if (fast.open and type(value) is _TENSOR and on_step is not False and not on_epoch and not sync_dist
-                and reduce_fx == "mean" and (name in fast.checked or store.first_check(name, value))):
-            fast.values[name] = value.data if value.requires_grad else value
-            if logger:
-                fast.logger_keys.add(name)
-            if prog_bar:
-                fast.prog_bar_keys.add(name)
-            return
         if rank_zero_only and sync_dist:
             _refuse_rank_zero_sync(name)
-        store.log(name, value, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist, batch_size,
-                  add_dataloader_idx)
+        trainer._metrics.log(name, value, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist, batch_size,
+                             add_dataloader_idx)
 
     def log_dict(self, values: Mapping[str, torch.Tensor | float | int] | Any, *, prog_bar: bool = False,
                  logger: bool = True, on_step: bool | None = None, on_epoch: bool | None = None,
@@ -229,10 +218,18 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
         """:meth:`log` for each item, with the same options (a torchmetrics ``MetricCollection`` too)."""
         if rank_zero_only and sync_dist:
             _refuse_rank_zero_sync(", ".join(map(str, values)))
-        for name, value in values.items():  # through log: an override sees every item, as in Lightning
-            self.log(name, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch,
-                     reduce_fx=reduce_fx, sync_dist=sync_dist, batch_size=batch_size,
-                     add_dataloader_idx=add_dataloader_idx, rank_zero_only=rank_zero_only)
+        if type(self).log is not TrainModule.log:  # an override of log sees every item, as in Lightning
+            for name, value in values.items():
+                self.log(name, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch,
+                         reduce_fx=reduce_fx, sync_dist=sync_dist, batch_size=batch_size,
+                         add_dataloader_idx=add_dataloader_idx, rank_zero_only=rank_zero_only)
+            return
+        trainer = self._trainer
+        if trainer is None:
+            return
+        log = trainer._metrics.log
+        for name, value in values.items():
+            log(name, value, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist, batch_size, add_dataloader_idx)
 
     def optimizers(self, *, use_pl_optimizer: bool = True) -> Any:
         """The optimizer(s) from ``configure_optimizers``, for manual optimization.

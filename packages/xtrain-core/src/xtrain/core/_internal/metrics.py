@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from xtrain.core._internal.metric_objects import MetricObjects
     from xtrain.core.strategy import Strategy
 
-__all__ = ["MetricStore", "Stage", "StepLog"]
+__all__ = ["MetricStore", "Stage"]
 
 Stage = Literal["train", "validate", "test", "predict", "sanity_check"]
 _REDUCE = ("mean", "sum", "max", "min")
@@ -102,33 +102,6 @@ def _first_size(batch: Any) -> int | None:
     return None
 
 
-class StepLog:
-    """What the common ``self.log`` call needs, for ``TrainModule.log`` to record it without another call.
-
-    The common call (a tensor in ``training_step``, logged per step only, under a name whose first value was checked)
-    is made dozens of times a step by some modules, so it only files the tensor, detached (a value that no backward
-    pass used, an entropy logged beside the loss say, would otherwise keep its graph's saved tensors alive), under
-    its name. The next step's value replaces it; :meth:`MetricStore._settle` checks it when anything reads it (the
-    loggers every ``log_every_n_steps`` steps, the progress bar, callbacks, the epoch's end).
-
-    Attributes:
-        open: Whether the call may take this path (in training steps; not in epoch-end hooks nor evaluation).
-        values: The values filed since the last read, by name.
-        checked: Names whose first value was checked (a float32 scalar) at its call.
-        logger_keys: Names bound for the loggers (the store's ``step_logger_keys``).
-        prog_bar_keys: Names shown in the progress bar (the store's ``prog_bar_keys``).
-    """
-
-    __slots__ = ("checked", "logger_keys", "open", "prog_bar_keys", "values")
-
-    def __init__(self) -> None:
-        self.open = True
-        self.values: dict[str, torch.Tensor] = {}
-        self.checked: set[str] = set()
-        self.logger_keys: set[str] = set()
-        self.prog_bar_keys: set[str] = set()
-
-
 class MetricStore:
     """Holds logged values per stage and hands them to loggers, the progress bar and callbacks."""
 
@@ -137,15 +110,17 @@ class MetricStore:
         self.stage: Stage = "train"
         self.batch: Any = None
         self.step_values: dict[str, torch.Tensor] = {}
-        # Every reader of step_values/callback_metrics and the general path of log call _settle first, which
-        # checks the fast path's values and moves them there; nothing else needs to.
-        self.fast = StepLog()
-        self.step_logger_keys = self.fast.logger_keys
-        self.prog_bar_keys = self.fast.prog_bar_keys
+        self.step_logger_keys: set[str] = set()
+        self.prog_bar_keys: set[str] = set()
         self._epochs: dict[str, dict[str, _Epoch]] = {}
         self._callback_metrics: dict[str, torch.Tensor] = {}
+        # The fast path's values (see log), detached. Every reader of step_values/callback_metrics and the general
+        # path call _settle first, which checks them and moves them there; nothing else needs to.
+        self._raw: dict[str, torch.Tensor] = {}
+        self._checked: set[str] = set()  # names whose first fast-path value was checked at the call
         self.logged_metrics: dict[str, float] = {}
         self._in_epoch_end = False
+        self._per_step = True  # in training steps (not epoch-end hooks): where self.log is called every step
         self._pending: dict[str, torch.Tensor] = {}
         self.objects: MetricObjects | None = None  # torchmetrics Metric objects, once one is logged
         # "/dataloader_idx_<i>" while the steps of one of several evaluation dataloaders run (Lightning's keys)
@@ -166,8 +141,8 @@ class MetricStore:
         self._callback_metrics = {}
         self.logged_metrics = {}
         self.step_values = {}
-        self.step_logger_keys.clear()
-        self.prog_bar_keys.clear()
+        self.step_logger_keys = set()
+        self.prog_bar_keys = set()
         self._eval_step_values = {}
         self._eval_batches = {}
         self.key_dataloaders = {}
@@ -179,10 +154,10 @@ class MetricStore:
         return self._callback_metrics
 
     def _settle(self) -> None:
-        """Bring the fast path's values into ``step_values`` and ``callback_metrics``. The call checked
-        only the first value of each name; a later one that is not a float32 scalar is converted here, or refused
-        naming the key, as the general path would have done at the call."""
-        raw = self.fast.values
+        """Bring the fast path's values into ``step_values`` and ``callback_metrics``. The call checked only the
+        first value of each name; a later one that is not a float32 scalar is converted here, or refused naming the
+        key, as the general path would have done at the call."""
+        raw = self._raw
         if not raw:
             return
         for name, value in raw.items():
@@ -192,13 +167,11 @@ class MetricStore:
             self._callback_metrics[name] = value
         raw.clear()
 
-    def first_check(self, name: str, value: torch.Tensor) -> bool:
-        """Whether ``name`` may take the :class:`StepLog` path: its first value is a float32 scalar (checked once per
-        name, at its call, so the common mistake of a non-scalar is refused there; later values where they are
-        read, in ``_settle``: a tensor's dtype and shape cost more to read than the rest of the call)."""
+    def _first_check(self, name: str, value: torch.Tensor) -> bool:
+        """Whether ``name`` may take the fast path: its first value is a float32 scalar (checked once per name)."""
         if value.dtype is not _F32 or value.ndim:
             return False
-        self.fast.checked.add(name)
+        self._checked.add(name)
         return True
 
     @property
@@ -209,12 +182,12 @@ class MetricStore:
     def epoch_end_logging(self) -> Iterator[None]:
         """Inside epoch-end hooks, a logged value is final at once: no accumulation, no per-step entry."""
         self._in_epoch_end = True
-        self.fast.open = False
+        self._per_step = False
         try:
             yield
         finally:
             self._in_epoch_end = False
-            self.fast.open = self.stage == "train"
+            self._per_step = self.stage == "train"
 
     def take_pending(self) -> dict[str, float]:
         """Values logged in epoch-end hooks, for the loggers; called after those hooks, so the Metric objects the
@@ -229,9 +202,22 @@ class MetricStore:
     def log(self, name: str, value: torch.Tensor | float | int, prog_bar: bool, logger: bool,
             on_step: bool | None, on_epoch: bool | None, reduce_fx: str, sync_dist: bool,
             batch_size: int | None, add_dataloader_idx: bool = True) -> None:
-        """``self.log``'s general path (the common call is recorded by ``TrainModule.log`` itself: see
-        :class:`StepLog`). Options may come positionally: ``TrainModule.log`` passes them so (matching nine keywords
-        is a tenth of a call)."""
+        """``self.log``'s work. Options may come positionally: ``TrainModule.log`` passes them so (matching nine
+        keywords is a tenth of a call that a step may make dozens of times)."""
+        # The common call, a tensor in training_step logged per step only, is kept detached (the step's graph is
+        # not kept alive) in _raw: a name logged every step replaces its value there, and only the values that are
+        # read (by the loggers every log_every_n_steps steps, the progress bar, a callback) are checked, in _settle:
+        # a tensor's dtype and shape cost more to read than the rest of this call. The first value of each name is
+        # checked here, so the common mistake (a non-scalar) is refused at its call. Everything else takes the
+        # general path below.
+        if (self._per_step and type(value) is _TENSOR and on_step is not False and not on_epoch and not sync_dist
+                and reduce_fx == "mean" and (name in self._checked or self._first_check(name, value))):
+            self._raw[name] = value.data if value.requires_grad else value
+            if logger:
+                self.step_logger_keys.add(name)
+            if prog_bar:
+                self.prog_bar_keys.add(name)
+            return
         self._settle()  # the values reach step_values and callback_metrics in the order they were logged
         # In a step of one of several evaluation dataloaders, keys end in "/dataloader_idx_<i>" (after any
         # "_step"/"_epoch"), as Lightning's do.
@@ -388,7 +374,7 @@ class MetricStore:
     def begin(self, stage: Stage) -> None:
         """Start an epoch of ``stage`` with empty aggregates."""
         self.stage = stage
-        self.fast.open = stage == "train" and not self._in_epoch_end
+        self._per_step = stage == "train" and not self._in_epoch_end
         self._epochs[stage] = {}
         self._eval_step_values.clear()
         if self.objects is not None:
@@ -397,4 +383,4 @@ class MetricStore:
     def switch(self, stage: Stage) -> None:
         """Go back to ``stage`` (after validation inside a training epoch) keeping its aggregates."""
         self.stage = stage
-        self.fast.open = stage == "train" and not self._in_epoch_end
+        self._per_step = stage == "train" and not self._in_epoch_end
