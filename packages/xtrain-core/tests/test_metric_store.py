@@ -174,3 +174,53 @@ def test_log_dict_records_every_item_with_its_options(module_class: type[TrainMo
     metrics = trainer.callback_metrics
     assert metrics[f"{prefix}double"].item() == pytest.approx(2 * metrics[f"{prefix}loss"].item())
     assert not metrics[f"{prefix}loss"].requires_grad
+
+
+class _SideValues(TrainModule):
+    """Logs a value no backward pass uses (its graph saves a tensor) beside the loss, every step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Linear(2, 1)
+        self.watched: list[weakref.ref[torch.Tensor]] = []
+        self.bad_step: int | None = None
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        out = self.net(batch[0])
+        probs = out.sigmoid()
+        self.watched.append(weakref.ref(probs))
+        self.log("entropy", -(probs * probs.log()).sum(), prog_bar=True)  # saves probs and probs.log()
+        self.log("quiet", out.mean(), logger=False)
+        if batch_idx == self.bad_step:
+            self.log("entropy", out.detach().squeeze(1))  # a later value that is not a scalar
+        loss = out.pow(2).mean()
+        self.log("loss", loss)
+        return loss
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def _side_trainer(steps: int) -> Trainer:
+    return Trainer(max_steps=steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                   enable_model_summary=False)
+
+
+def test_a_fit_detaches_each_logged_value_and_records_its_options() -> None:
+    module = _SideValues()
+    trainer = _side_trainer(3)
+    trainer.fit(module, DataLoader(TensorDataset(torch.randn(12, 2)), batch_size=4))
+    gc.collect()
+    assert [ref() for ref in module.watched] == [None, None, None], "a logged value kept its step's graph alive"
+    metrics = trainer.callback_metrics
+    assert set(metrics) == {"entropy", "quiet", "loss"} and not any(v.requires_grad for v in metrics.values())
+    assert set(trainer.progress_bar_metrics) == {"entropy"}
+    assert set(trainer.logged_metrics) == {"entropy", "loss"}  # logger=False kept "quiet" out
+
+
+def test_a_later_non_scalar_value_is_refused_where_it_is_read() -> None:
+    module = _SideValues()
+    module.bad_step = 1
+    trainer = _side_trainer(2)
+    with pytest.raises(ConfigError, match=r"self.log\('entropy'"):
+        trainer.fit(module, DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=4))
