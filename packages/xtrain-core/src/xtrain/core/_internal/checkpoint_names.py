@@ -13,8 +13,6 @@ __all__ = ["DEFAULT_FILENAME", "FIELD", "name_pattern"]
 
 FIELD = re.compile(r"\{([A-Za-z_][\w/.-]*)(:[^}]*)?\}")
 DEFAULT_FILENAME = "{epoch}-{step}"
-_COUNTERS = ("epoch", "step")
-_INTEGER = "[0-9]+"
 _NUMBER = "-?(?:inf|nan|[0-9]+(?:\\.[0-9]+)?(?:e[-+][0-9]+)?)"  # str() of a float or an int
 _ANY = "[^/]+"
 
@@ -24,10 +22,11 @@ def name_pattern(template: str, *, auto_insert_metric_name: bool, extension: str
     """A pattern whose ``fullmatch`` accepts every name ``ModelCheckpoint._format`` gives ``template`` and the
     ``last`` names, each with the ``-vN`` suffix of the version counter and ``extension``.
 
-    Without a format spec a field's text is what ``str`` gives its value: digits for ``epoch`` and ``step``, a
-    float's spelling for a metric (a metric not logged yet reads 0), so ``filename="{epoch}"`` without metric names
-    still tells ``3.ckpt`` from ``backbone.ckpt``. With a spec of the user's, any non-empty text without ``/``. The
-    literal parts of the template must be there as written (``/`` became ``_``).
+    Without a format spec a field's text is what ``str`` gives its value, a number's spelling (``epoch`` and
+    ``step`` are ints, a metric a float, or 0 before it is logged; a metric logged under either name replaces it),
+    so ``filename="{epoch}"`` without metric names still tells ``3.ckpt`` from ``backbone.ckpt``. With a spec of the
+    user's, any non-empty text without ``/``. The literal parts of the template must be there as written (``/``
+    became ``_``).
     """
     parts: list[str] = []
     position = 0
@@ -35,7 +34,7 @@ def name_pattern(template: str, *, auto_insert_metric_name: bool, extension: str
         parts.append(re.escape(template[position:match.start()].replace("/", "_")))
         name = match.group(1)
         label = re.escape(name.replace("/", "_") + "=") if auto_insert_metric_name else ""
-        parts.append(label + (_ANY if match.group(2) else _INTEGER if name in _COUNTERS else _NUMBER))
+        parts.append(label + (_ANY if match.group(2) else _NUMBER))
         position = match.end()
     parts.append(re.escape(template[position:].replace("/", "_")))
     return re.compile(f"(?:{''.join(parts)}|{re.escape(last_name)})(?:-v[0-9]+)?{re.escape(extension)}")
