@@ -44,17 +44,24 @@ def _names(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
 
 
+def _resume_with_a_planted_file(tmp_path: Path, victim: Path, field: str, score: float, callback: ModelCheckpoint,
+                                module: TinyClassifier, *loaders: Any) -> None:
+    """Write a user's file ``victim`` beside the checkpoints, name it in the ``field`` ranking of ``last.ckpt``'s
+    ModelCheckpoint state (a downloaded copy), and resume 2 epochs from that copy with ``callback``: the resume must
+    warn that the file is kept, and the file must be unchanged."""
+    victim.write_text("the user's own file")
+    resumed = _planted(victim.parent / "last.ckpt", tmp_path / "downloaded.ckpt",
+                       lambda state: state[field].update({str(victim): score}))
+    with pytest.warns(UserWarning, match=f"{re.escape(repr(str(victim)))}.*{_KEPT}"):
+        _trainer(tmp_path, 2, callback).fit(module, *loaders, ckpt_path=resumed)
+    assert victim.read_text() == "the user's own file"
+
+
 def test_a_planted_ranking_never_deletes_a_user_file_beside_the_checkpoints(tmp_path: Path) -> None:
     ckpts, train = tmp_path / "ckpts", tiny_loaders()[0]
     _trainer(tmp_path, 1, ModelCheckpoint(dirpath=ckpts, save_last=True)).fit(TinyClassifier(), train)
-    victim = ckpts / "my_pretrained_backbone.ckpt"
-    victim.write_text("the user's own file")
-    resumed = _planted(ckpts / "last.ckpt", tmp_path / "downloaded.ckpt",
-                       lambda state: state["recent"].update({str(victim): -1.0}))
-    with pytest.warns(UserWarning, match=f"{re.escape(repr(str(victim)))}.*{_KEPT}"):
-        _trainer(tmp_path, 2, ModelCheckpoint(dirpath=ckpts, save_last=True)).fit(TinyClassifier(), train,
-                                                                                   ckpt_path=resumed)
-    assert victim.read_text() == "the user's own file"
+    _resume_with_a_planted_file(tmp_path, ckpts / "my_pretrained_backbone.ckpt", "recent", -1.0,
+                                ModelCheckpoint(dirpath=ckpts, save_last=True), TinyClassifier(), train)
     assert _names(ckpts) == ["epoch=1-step=4.ckpt", "last.ckpt", "my_pretrained_backbone.ckpt"]
 
 
@@ -101,13 +108,9 @@ def test_a_custom_template_with_a_monitor_prunes_its_own_files_only(tmp_path: Pa
 
     _trainer(tmp_path, 1, callback()).fit(_Scripted(), train, val)
     assert _names(ckpts) == ["epoch=0-val_loss=0.50.ckpt", "last.ckpt"]
-    backbone = ckpts / "backbone.ckpt"
-    backbone.write_text("the user's own file")
-    resumed = _planted(ckpts / "last.ckpt", tmp_path / "downloaded.ckpt",
-                       lambda state: state["best_k_models"].update({str(backbone): 9.0}))
     second = callback()
-    with pytest.warns(UserWarning, match=f"{re.escape(repr(str(backbone)))}.*{_KEPT}"):
-        _trainer(tmp_path, 2, second).fit(_Scripted(), train, val, ckpt_path=resumed)
+    _resume_with_a_planted_file(tmp_path, ckpts / "backbone.ckpt", "best_k_models", 9.0, second, _Scripted(),
+                                train, val)
     assert _names(ckpts) == ["backbone.ckpt", "epoch=1-val_loss=0.40.ckpt", "last.ckpt"]
     assert second.best_k_models == {str(ckpts / "epoch=1-val_loss=0.40.ckpt"): pytest.approx(0.4)}
 
@@ -118,13 +121,8 @@ def test_a_versioned_name_is_pruned_and_a_look_alike_is_not(tmp_path: Path) -> N
     (ckpts / "epoch=0-step=2.ckpt").write_text("a file of the same name the run did not write")
     _trainer(tmp_path, 1, ModelCheckpoint(dirpath=ckpts, save_last=True)).fit(TinyClassifier(), train)
     assert (ckpts / "epoch=0-step=2-v1.ckpt").exists()
-    look_alike = ckpts / "epoch0.ckpt"
-    look_alike.write_text("the user's own file")
-    resumed = _planted(ckpts / "last.ckpt", tmp_path / "downloaded.ckpt",
-                       lambda state: state["recent"].update({str(look_alike): -1.0}))
-    with pytest.warns(UserWarning, match=f"{re.escape(repr(str(look_alike)))}.*{_KEPT}"):
-        _trainer(tmp_path, 2, ModelCheckpoint(dirpath=ckpts, save_last=True)).fit(TinyClassifier(), train,
-                                                                                   ckpt_path=resumed)
+    _resume_with_a_planted_file(tmp_path, ckpts / "epoch0.ckpt", "recent", -1.0,
+                                ModelCheckpoint(dirpath=ckpts, save_last=True), TinyClassifier(), train)
     assert _names(ckpts) == ["epoch0.ckpt", "epoch=0-step=2.ckpt", "epoch=1-step=4.ckpt", "last.ckpt"]
 
 
@@ -213,11 +211,6 @@ def test_a_bare_epoch_template_without_metric_names_still_tells_a_user_file_apar
         return ModelCheckpoint(dirpath=ckpts, filename="{epoch}", auto_insert_metric_name=False, save_last=True)
 
     _trainer(tmp_path, 1, callback()).fit(TinyClassifier(), train)
-    victim = ckpts / "backbone.ckpt"
-    victim.write_text("the user's own file")
-    resumed = _planted(ckpts / "last.ckpt", tmp_path / "downloaded.ckpt",
-                       lambda state: state["recent"].update({str(victim): -1.0}))
-    with pytest.warns(UserWarning, match=f"{re.escape(repr(str(victim)))}.*{_KEPT}"):
-        _trainer(tmp_path, 2, callback()).fit(TinyClassifier(), train, ckpt_path=resumed)
-    assert victim.read_text() == "the user's own file"
+    _resume_with_a_planted_file(tmp_path, ckpts / "backbone.ckpt", "recent", -1.0, callback(), TinyClassifier(),
+                                train)
     assert _names(ckpts) == ["1.ckpt", "backbone.ckpt", "last.ckpt"]
