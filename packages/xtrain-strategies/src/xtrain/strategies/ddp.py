@@ -127,13 +127,6 @@ class DDPStrategy(ParallelStrategy):
         return model
 
     @override
-    def batch_to_device(self, batch: _T) -> _T:
-        if self.root_device.type == "cpu" and isinstance(batch, (list, tuple)) and all(
-                isinstance(t, torch.Tensor) and t.device.type == "cpu" for t in batch):
-            return batch
-        return super().batch_to_device(batch)
-
-    @override
     def run_step(self, name: StepName, *args: Any, **kwargs: Any) -> Any:
         if name != "training_step" or not torch.is_grad_enabled():
             return super().run_step(name, *args, **kwargs)

@@ -7,6 +7,7 @@ names the callback itself produces keeps a hostile or stale ranking from deletin
 
 from __future__ import annotations
 
+import functools
 import re
 
 __all__ = ["DEFAULT_FILENAME", "FIELD", "name_pattern"]
@@ -17,6 +18,7 @@ _NUMBER = "-?(?:inf|nan|[0-9]+(?:\\.[0-9]+)?(?:e[-+][0-9]+)?)"  # str() of a flo
 _ANY = "[^/]+"
 
 
+@functools.lru_cache(maxsize=64)  # asked for every file a save prunes, always for the same template
 def name_pattern(template: str, *, auto_insert_metric_name: bool, extension: str,
                  last_name: str) -> re.Pattern[str]:
     """A pattern whose ``fullmatch`` accepts every name ``ModelCheckpoint._format`` gives ``template`` and the

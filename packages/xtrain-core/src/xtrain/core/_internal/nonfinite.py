@@ -41,9 +41,10 @@ def check_nonfinite_mode(value: object) -> NonFiniteMode:
 
 
 def _finite(loss: torch.Tensor) -> bool:
-    if loss.numel() == 1:
-        return math.isfinite(loss.item())
-    return bool(torch.isfinite(loss).all())
+    try:
+        return math.isfinite(loss.item())  # a one-element loss, nearly always: one read, no reduction
+    except RuntimeError:  # several elements (a loss not reduced to one value)
+        return bool(torch.isfinite(loss).all())
 
 
 class NonFiniteCheck:

@@ -28,14 +28,6 @@ class SingleDeviceStrategy(Strategy):
         return self.parallel_devices[0]
 
     @override
-    def batch_to_device(self, batch: _T) -> _T:
-        if self.root_device.type == "cpu" and isinstance(batch, (list, tuple)) and all(
-            isinstance(t, torch.Tensor) and t.is_cpu for t in batch
-        ):
-            return batch
-        return super().batch_to_device(batch)
-
-    @override
     def run_step(self, name: StepName, *args: Any, **kwargs: Any) -> Any:
         if not self.precision.has_forward_context:
             return getattr(self.module, name)(*args, **kwargs)
