@@ -56,7 +56,7 @@ def move_to_device(data: _T, device: torch.device) -> _T:
     if isinstance(data, torch.Tensor):
         return data.to(device, non_blocking=data.is_pinned()) if data.device != device else data  # type: ignore[return-value]
     if isinstance(data, (list, tuple)) and _all_on(data, device):
-        return data  # type: ignore[return-value]
+        return data
     return apply_to_tensors(data, lambda t: t.to(device, non_blocking=t.is_pinned()) if t.device != device else t)
 
 
