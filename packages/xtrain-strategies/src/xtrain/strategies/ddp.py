@@ -22,7 +22,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal
 
 import torch
 from torch import nn
@@ -45,7 +45,6 @@ __all__ = [
 ]
 
 StartMethod = Literal["popen", "spawn", "fork"]
-_T = TypeVar("_T")
 _SYNC_BUFFERS = ("forward_sync_buffers" if "forward_sync_buffers" in
                  inspect.signature(DistributedDataParallel.__init__).parameters else "broadcast_buffers")
 
