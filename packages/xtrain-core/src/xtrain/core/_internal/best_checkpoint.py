@@ -13,8 +13,9 @@ if TYPE_CHECKING:
 __all__ = ["best_from_last_checkpoint", "default_ckpt_path"]
 
 
-def best_from_last_checkpoint(trainer: Trainer) -> str | None:
-    """The ``best_model_path`` saved in the newest ``last`` checkpoint file, when it still exists.
+def best_from_last_checkpoint(trainer: Trainer) -> tuple[str | None, list[str]]:
+    """The ``best_model_path`` saved in the newest ``last`` checkpoint file, when it still exists; with it, why each
+    best path a ``last`` file named was not taken (for the error when there is none).
 
     Both the file read and the path it names must be files a ModelCheckpoint of ``trainer`` writes in that folder
     (its ``filename`` template or ``last``): a user's ``backbone.ckpt`` beside the checkpoints is neither read as
@@ -27,10 +28,12 @@ def best_from_last_checkpoint(trainer: Trainer) -> str | None:
     files = sorted((p for p in candidates if p.is_file() and any(cb.writes(p, p.parent) for cb in callbacks)),
                    key=lambda p: p.stat().st_mtime_ns, reverse=True)
     keys = {cb.state_key for cb in callbacks}
+    passed: list[str] = []
     for file in files:
         try:
             states = read_checkpoint_file(file).get("callbacks", {})
-        except CheckpointError:
+        except CheckpointError as err:
+            passed.append(f"{str(file)!r} could not be read ({str(err)[:160]})")
             continue
         if not isinstance(states, dict):
             continue
@@ -38,10 +41,16 @@ def best_from_last_checkpoint(trainer: Trainer) -> str | None:
         for key, state in ordered:
             best = state.get("best_model_path") if str(key).startswith("ModelCheckpoint") and \
                 isinstance(state, dict) else None
-            if isinstance(best, str) and best and Path(best).exists() and \
-                    any(cb.writes(best, file.parent) for cb in callbacks):
-                return best
-    return None
+            if not isinstance(best, str) or not best:
+                continue
+            if not Path(best).exists():
+                passed.append(f"{str(file)!r} names {best!r} as the best, which no longer exists")
+            elif not any(cb.writes(best, file.parent) for cb in callbacks):
+                passed.append(f"{str(file)!r} names {best!r} as the best, which is not a file a ModelCheckpoint "
+                              f"of this Trainer writes in {str(file.parent)!r}, so it is not loaded")
+            else:
+                return best, []
+    return None, passed
 
 
 def default_ckpt_path(trainer: Trainer, model: Any, ckpt_path: str | Path | None) -> str | Path | None:

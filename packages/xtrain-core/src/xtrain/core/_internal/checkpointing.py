@@ -95,14 +95,18 @@ def find_checkpoint(trainer: Trainer, ckpt_path: str | Path) -> str | None:
     """
     if ckpt_path == "best":
         best = next((cb.best_model_path for cb in trainer.checkpoint_callbacks if cb.best_model_path), None)
+        passed: list[str] = []
         if not best:
             from xtrain.core._internal.best_checkpoint import best_from_last_checkpoint
 
-            best = best_from_last_checkpoint(trainer)
+            best, passed = best_from_last_checkpoint(trainer)
         if not best:
-            raise ConfigError("ckpt_path", ckpt_path, "there is no best checkpoint yet (no ModelCheckpoint with a "
-                              "monitor has saved one in this Trainer).",
-                              fix="fit with ModelCheckpoint(monitor=...) first, or pass a path.")
+            why = f" Passed over: {'; '.join(passed)}." if passed else ""
+            raise ConfigError("ckpt_path", ckpt_path, "there is no best checkpoint yet: no ModelCheckpoint of this "
+                              "Trainer has saved one, and no last checkpoint of an earlier run in its folder names "
+                              f"one it wrote.{why}",
+                              fix="fit first (ModelCheckpoint(monitor=...) ranks by a metric, save_last=True lets a "
+                                  "new process find the best), or pass a checkpoint's path.")
         return str(best)
     if ckpt_path == "last":
         from xtrain.core.sharded_checkpoint import checkpoint_complete
