@@ -160,12 +160,12 @@ def _sevens(source: Path, target: Path) -> Path:
     return target
 
 
-def _best_of_a_new_trainer(root: Path, ckpts: Path) -> tuple[TinyClassifier, Trainer, str]:
+def _best_of_a_new_trainer(root: Path, ckpts: Path) -> tuple[TinyClassifier, str]:
     module = TinyClassifier()
     trainer = _trainer(root, 1, ModelCheckpoint(dirpath=ckpts, monitor="val_loss", save_last=True))
     with pytest.raises(ConfigError, match="ckpt_path='best': there is no best checkpoint") as raised:
         trainer.test(module, tiny_loaders(n=64)[1], ckpt_path="best", verbose=False)
-    return module, trainer, str(raised.value)
+    return module, str(raised.value)
 
 
 @pytest.mark.parametrize("last", ["kept", "removed"])
@@ -183,7 +183,7 @@ def test_a_new_trainer_never_loads_a_user_file_as_best(tmp_path: Path, last: str
     if last == "removed":
         genuine.unlink()
         (ckpts / "last.ckpt").unlink()
-    module, _, message = _best_of_a_new_trainer(tmp_path, ckpts)
+    module, message = _best_of_a_new_trainer(tmp_path, ckpts)
     assert not any(bool((v == 7.0).all()) for v in module.state_dict().values())
     assert backbone.exists()
     if last == "kept":  # the error says which file named which best, and why that one was not taken
@@ -200,7 +200,7 @@ def test_a_best_that_was_deleted_is_named_in_the_error(tmp_path: Path) -> None:
         TinyClassifier(), train, val)
     best = next(ckpts.glob("epoch=*.ckpt"))
     best.unlink()
-    _, _, message = _best_of_a_new_trainer(tmp_path, ckpts)
+    _, message = _best_of_a_new_trainer(tmp_path, ckpts)
     assert f"{str(ckpts / 'last.ckpt')!r} names {str(best)!r} as the best, which no longer exists" in message
 
 
