@@ -8,6 +8,7 @@ import libcst as cst
 
 from xtrain.core._internal.migrate.arguments import apply_arguments
 from xtrain.core._internal.migrate.decisions import Binding, Plan
+from xtrain.core._internal.migrate.names import lightning_import
 
 __all__ = ["PREFIX", "Applier"]
 
@@ -55,9 +56,9 @@ def _import_groups(bindings: list[Binding], aliases: dict[str, str]) -> tuple[Gr
             keep_original = keep_original or bool(b.unresolved)
             continue
         if t is None or t.kind == "missing":
-            keep_original = True
+            keep_original = keep_original or not b.resolved
         elif t.kind == "name":
-            add(t.qualified, b.local if b.asname else b.alias)
+            add(t.qualified, b.local if b.asname else (b.first or b).alias)
         elif t.kind == "module":
             add(t.qualified, b.local)
             for qualified in sorted(b.used_as):
@@ -66,6 +67,23 @@ def _import_groups(bindings: list[Binding], aliases: dict[str, str]) -> tuple[Gr
             lines.append("import importlib.util")
             lines.append(f'{b.local} = importlib.util.find_spec("{t.qualified}") is not None')
     return groups, lines, keep_original
+
+
+class _LightningImports(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found = False
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+        self.found = self.found or (lightning_import(node) and not all(isinstance(s, cst.Pass) for s in node.body))
+        return False
+
+
+def _imports_lightning(node: cst.CSTNode) -> bool:
+    """Whether a Lightning import is still written anywhere in ``node`` (kept for a name xtrain lacks)."""
+    visitor = _LightningImports()
+    node.visit(visitor)
+    return visitor.found
 
 
 def _alias(name: str, asname: str | None) -> cst.ImportAlias:
@@ -100,6 +118,13 @@ class Applier(cst.CSTTransformer):
                            updated_node: cst.SimpleString) -> cst.BaseExpression:
         return self.plan.replace.get(original_node, updated_node)
 
+    def leave_Param(self, original_node: cst.Param, updated_node: cst.Param) -> cst.Param:
+        default = self.plan.defaults.get(original_node)
+        if default is None:
+            return updated_node
+        space = cst.SimpleWhitespace(" " if updated_node.annotation is not None else "")
+        return updated_node.with_changes(default=default, equal=cst.AssignEqual(space, space))
+
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         edit = self.plan.calls.get(original_node)
         if edit is None:
@@ -117,8 +142,10 @@ class Applier(cst.CSTTransformer):
         if not bindings:
             return _with_notes(updated_node, notes)
         groups, lines, keep_original = _import_groups(bindings, self.plan.aliases)
+        repeats = any(b.first is not None or b.repeated for b in bindings)
         for module, names in groups.items():
-            names[:] = [n for n in names if (module, *n) not in self._emitted]
+            if not repeats:  # each of the repeated imports of a name (try/except) imports all its names again
+                names[:] = [n for n in names if (module, *n) not in self._emitted]
             self._emitted.update((module, *n) for n in names)
         groups = {m: n for m, n in groups.items() if n}
         if lines and "import importlib.util" in self._emitted_lines:
@@ -173,6 +200,15 @@ class Applier(cst.CSTTransformer):
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         body, changed = self._sweep(updated_node.body)
+        header = {line.comment.value for line in updated_node.header if line.comment is not None}
+        first = body[0] if body else None
+        if isinstance(first, (cst.SimpleStatementLine, cst.BaseCompoundStatement)) and any(
+                h.startswith(PREFIX) for h in header):
+            # LibCST reads the comments above a file's first statement as the module's header: a note written there
+            # by an earlier run is not among the statement's own lines, and must not be written twice
+            lines = [ln for ln in first.leading_lines if ln.comment is None or ln.comment.value not in header]
+            if len(lines) != len(first.leading_lines):
+                body, changed = [first.with_changes(leading_lines=lines), *body[1:]], True
         return updated_node.with_changes(body=body) if changed else updated_node
 
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock,
@@ -184,7 +220,8 @@ class Applier(cst.CSTTransformer):
 
     def _residual(self, node: cst.SimpleStatementLine, bindings: list[Binding]) -> cst.SimpleStatementLine:
         """The original import, kept for the names xtrain cannot replace."""
-        keep = {b.local for b in bindings if b.is_module_import or b.target is None or b.target.kind == "missing"}
+        keep = {b.local for b in bindings if b.is_module_import or (
+            (b.target is None or b.target.kind == "missing") and not b.resolved)}
         body: list[cst.BaseSmallStatement] = []
         for small in node.body:
             if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
@@ -218,5 +255,17 @@ class Applier(cst.CSTTransformer):
     def leave_With(self, original_node: cst.With, updated_node: cst.With) -> cst.With:
         return self._compound(original_node, updated_node)
 
-    def leave_Try(self, original_node: cst.Try, updated_node: cst.Try) -> cst.Try:
-        return self._compound(original_node, updated_node)
+    def leave_Try(self, original_node: cst.Try, updated_node: cst.Try,
+                  ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        """A ``try`` of Lightning imports only becomes its body once no Lightning import is left in it: both of its
+        branches now import the same xtrain names, so the fallback has nothing left to choose between."""
+        if original_node not in self.plan.fallbacks or _imports_lightning(updated_node):
+            return self._compound(original_node, updated_node)
+        body = [s for s in updated_node.body.body if isinstance(s, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+                and not (isinstance(s, cst.SimpleStatementLine) and all(isinstance(b, cst.Pass) for b in s.body))]
+        if not body:
+            return self._removed(cst.SimpleStatementLine(body=[cst.Pass()], leading_lines=updated_node.leading_lines))
+        body[0] = _with_notes(body[0].with_changes(leading_lines=[*updated_node.leading_lines,
+                                                                  *body[0].leading_lines]),
+                              self.plan.notes.get(original_node, []))
+        return cst.FlattenSentinel[cst.BaseStatement](body)

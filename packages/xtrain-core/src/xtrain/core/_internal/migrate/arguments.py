@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from xtrain.core._internal.migrate import installed
+from xtrain.core._internal.migrate.argvalues import DEVICE_COUNTS, device_move, flag_note, removable
 from xtrain.core._internal.migrate.lookup import rule
 from xtrain.core._internal.migrate.rules import Action, Section
 
@@ -37,6 +38,12 @@ def _literal(node: cst.BaseExpression) -> object:
     if isinstance(node, cst.Name) and node.value in ("None", "True", "False"):
         return {"None": None, "True": True, "False": False}[node.value]
     return ...
+
+
+def _value(node: cst.BaseExpression) -> object:
+    """A literal's value, else the code of a dotted name (``signal.SIGUSR1``), for the defaults of ``argvalues``."""
+    value = _literal(node)
+    return cst.Module([]).code_for_node(node) if value is ... and isinstance(node, (cst.Name, cst.Attribute)) else value
 
 
 def precision_value(node: cst.BaseExpression) -> str | None:
@@ -95,35 +102,41 @@ def plan_arguments(args: list[cst.Arg], *, lightning: str, target: str) -> ArgEd
         elif r.action is Action.RENAME and r.xtrain is not None:
             edit.rename[i] = r.xtrain
             edit.counts.append(f"{label} -> {r.xtrain}=")
+        elif r.action is Action.TRANSLATE and (gone := removable(label, _value(arg.value))) is not None:
+            if gone:
+                edit.drop.add(i)
+                edit.counts.append(f"{label} removed (Lightning's default: xtrain does this itself)")
+            else:
+                edit.notes.append(flag_note(label, f"{key}={cst.Module([]).code_for_node(arg.value)}"))
         elif r.action is Action.TRANSLATE:
             _translate(edit, i, key, arg.value, given)
     return edit
 
 
-def _devices(edit: ArgEdit, i: int, key: str, value: cst.BaseExpression, given: set[str], accelerator: str) -> None:
-    """``gpus=N`` / ``tpu_cores=N`` / ``num_processes=N`` (Lightning 1.x) as ``accelerator=``, ``devices=``.
-
-    Lightning 1.x read ``gpus=0`` or ``None`` (and the string ``"0"``) as "train on the CPU", where xtrain's default
-    accelerator would pick a GPU, so those become ``accelerator="cpu"``; a string without a comma was a count.
-    """
+def _devices(edit: ArgEdit, i: int, key: str, value: cst.BaseExpression, given: set[str]) -> None:
+    """``gpus=N`` / ``tpu_cores=N`` / ``num_processes=N`` (Lightning 1.x) as ``accelerator=``, ``devices=``, as
+    :func:`~xtrain.core._internal.migrate.argvalues.device_move` decides (0 or None: the CPU); a string without a
+    comma was a count."""
     literal = _literal(value)
-    if literal in (0, None, "0", ""):
-        if accelerator != "cpu" and "accelerator" not in given:
+    accelerator = DEVICE_COUNTS[key]
+    move = device_move(key, literal, given)
+    if move is None:
+        edit.notes.append(f"{key}= and devices= are both given: keep devices= and remove {key}=")
+        return
+    if not move.devices:
+        if move.accelerator is not None:
             edit.rename[i] = "accelerator"
-            edit.values[i] = _string("cpu")
+            edit.values[i] = _string(move.accelerator)
             edit.counts.append(f"Trainer({key}={literal!r}) -> accelerator=\"cpu\" (Lightning 1.x ran on the CPU)")
         else:
             edit.drop.add(i)
             edit.counts.append(f"{key}={literal!r} removed")
         return
-    if "devices" in given:
-        edit.notes.append(f"{key}= and devices= are both given: keep devices= and remove {key}=")
-        return
     edit.rename[i] = "devices"
     if isinstance(literal, str) and "," not in literal and literal.strip().lstrip("-").isdigit():
         edit.values[i] = cst.parse_expression(str(int(literal)))
-    if "accelerator" not in given:
-        edit.added.append(("accelerator", _string(accelerator)))
+    if move.accelerator is not None:
+        edit.added.append(("accelerator", _string(move.accelerator)))
     edit.counts.append(f"Trainer({key}=N) -> accelerator=\"{accelerator}\", devices=N")
     if literal is ... and accelerator != "cpu" and not isinstance(value, (cst.List, cst.Tuple, cst.UnaryOperation)):
         code = cst.Module([]).code_for_node(value)
@@ -146,8 +159,8 @@ def _translate(edit: ArgEdit, i: int, key: str, value: cst.BaseExpression, given
             if "accelerator" not in given:
                 edit.added.append(("accelerator", _string("cpu")))
         edit.counts.append(f"Trainer(accelerator={literal!r}) -> strategy=")
-    elif key in ("gpus", "tpu_cores", "num_processes"):
-        _devices(edit, i, key, value, given, {"gpus": "gpu", "tpu_cores": "tpu", "num_processes": "cpu"}[key])
+    elif key in DEVICE_COUNTS:
+        _devices(edit, i, key, value, given)
     elif key == "weights_summary":
         edit.drop.add(i)
         if literal is None and "enable_model_summary" not in given:

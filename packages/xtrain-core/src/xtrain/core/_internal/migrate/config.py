@@ -1,22 +1,35 @@
 """LightningCLI YAML configs: ``class_path`` values and ``trainer:`` keys, rewritten line by line so comments stay.
 
 The YAML is not re-serialized: each line is read with the keys above it (by indentation), and only the lines a rule
-touches change.
+touches change. ``init_args`` of a Lightning class follow the same argument rows of the rule table as the Python
+rewrite (``TQDMProgressBar(refresh_rate=)`` removed, ``SLURMEnvironment(auto_requeue=true)`` removed, ...).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xtrain.core._internal.migrate import installed
-from xtrain.core._internal.migrate.lookup import ROOTS, canonical, find, rule
+from xtrain.core._internal.migrate.argvalues import (
+    DEVICE_COUNTS,
+    NULL,
+    device_move,
+    flag_note,
+    removable,
+    yaml_value,
+)
+from xtrain.core._internal.migrate.lookup import ROOTS, canonical, find, rule, rules
 from xtrain.core._internal.migrate.rules import Action, Section
 from xtrain.core._internal.migrate.source import Result
 
 __all__ = ["migrate_yaml"]
 
+_LIGHTNING_CONFIG = re.compile(r"^trainer\s*:|class_path\s*:\s*['\"]?(lightning|pytorch_lightning|lightning_fabric)\.",
+                               re.MULTILINE)
+_LOGS = rules(Section.BEHAVIOUR)["lightning_logs/"]
 _KEY = re.compile(r"^(?P<dash>-\s+)?(?P<key>[A-Za-z_][\w.]*)\s*:(?P<sep>\s*)(?P<value>.*?)(?P<comment>\s+#.*)?$")
+_STRATEGY_AS_ACCELERATOR = ("ddp", "ddp_spawn", "dp", "ddp2", "horovod")   # trainer.accelerator that moves to strategy
 
 
 @dataclass
@@ -24,6 +37,8 @@ class _Entry:
     indent: int
     key: str
     target: str | None = None   # the xtrain class named by this mapping's class_path
+    lightning: str = ""         # and the Lightning class it replaced (its last name), whose argument rows apply
+    given: set[str] = field(default_factory=set)   # a ``trainer:`` mapping's keys (as the migrated config has them)
 
 
 def _scalar(value: str) -> str:
@@ -52,7 +67,9 @@ def migrate_yaml(text: str) -> Result:
     stack: list[_Entry] = []
     skip_deeper_than: int | None = None
     lines = text.splitlines(keepends=True)
+    lightning_config = _LIGHTNING_CONFIG.search(text) is not None
     for number, line in enumerate(lines, start=1):
+        original = line
         stripped = line.lstrip(" ")
         indent = len(line) - len(stripped)
         if skip_deeper_than is not None:
@@ -69,7 +86,7 @@ def migrate_yaml(text: str) -> Result:
         key, value = m.group("key"), m.group("value")
         parent = stack[-1] if stack else None
         grand = stack[-2] if len(stack) > 1 else None
-        entry = _Entry(key_indent, key)
+        entry = _Entry(key_indent, key, given=_trainer_keys(lines[number:], key_indent) if key == "trainer" else set())
         prefix = line[:key_indent] if not m.group("dash") else line[:indent] + m.group("dash")
         newline = "\n" if line.endswith("\n") else ""
         comment = m.group("comment") or ""
@@ -81,29 +98,98 @@ def migrate_yaml(text: str) -> Result:
                 result.counts[f"class_path {canonical(_scalar(value))} -> {target.qualified}"] += 1
                 if parent is not None:
                     parent.target = target.qualified
+                    parent.lightning = canonical(_scalar(value)).rpartition(".")[2]
             else:
                 writer.note(key_indent, number, target.note if target else f"{_scalar(value)} has no xtrain "
                                                                            f"equivalent")
         elif key == "class_path" and parent is not None:
-            parent.target = _scalar(value)
+            parent.target, parent.lightning = _scalar(value), ""
         elif parent is not None and parent.key == "trainer" and not m.group("dash"):
-            line, skip = _trainer_key(key, value, prefix, comment, newline, writer, key_indent, number)
+            line, skip = _trainer_key(key, value, prefix, comment, newline, writer, key_indent, number, parent.given)
             if skip:
                 skip_deeper_than = key_indent
                 continue
         elif (parent is not None and parent.key == "init_args" and grand is not None and grand.target
-              and grand.target.startswith("xtrain.") and not installed.accepts(grand.target, key)):
-            writer.note(key_indent, number, f"{grand.target.rpartition('.')[2]}({key}=) is not accepted by the "
-                                            f"installed xtrain")
+              and grand.target.startswith("xtrain.")):
+            line, skip = _init_arg(grand, key, value, line, writer, key_indent, number)
+            if skip:
+                skip_deeper_than = key_indent
+                continue
+        if lightning_config and line == original and "lightning_logs" in value:
+            # the default log directory, as in Python strings: the value only, never a key or a comment
+            start = indent + m.start("value")
+            line = line[:start] + value.replace("lightning_logs", "xtrain_logs") + line[start + len(value):]
+            result.counts[f"{_LOGS.lightning} -> {_LOGS.xtrain}"] += 1
         out.append(line)
         stack.append(entry)
-    result.new = "".join(out)
+    result.new = "".join(_without_empty_init_args(out) if result.counts else out)
     return result
 
 
+def _trainer_keys(following: list[str], indent: int) -> set[str]:
+    """The keys of the mapping at ``indent`` whose lines are ``following``, as a call's keywords are to the Python
+    rewrite (an ``accelerator:`` that names a strategy is not one: it becomes ``strategy:``)."""
+    keys: set[str] = set()
+    level: int | None = None
+    for line in following:
+        stripped = line.lstrip(" ")
+        if not stripped.strip() or stripped.startswith("#"):
+            continue
+        depth = len(line) - len(stripped)
+        if depth <= indent:
+            break
+        level = depth if level is None else level
+        m = _KEY.match(stripped.rstrip("\n"))
+        if depth == level and m is not None and not m.group("dash") and not (
+                m.group("key") == "accelerator" and _scalar(m.group("value")) in _STRATEGY_AS_ACCELERATOR):
+            keys.add(m.group("key"))
+    return keys
+
+
+def _without_empty_init_args(lines: list[str]) -> list[str]:
+    """``lines`` less each ``init_args:`` left without keys (all of them removed): jsonargparse reads a bare
+    ``init_args:`` as ``null``, which is not a mapping of arguments."""
+    kept: list[str] = []
+    for i, line in enumerate(lines):
+        stripped = line.lstrip(" ")
+        if re.match(r"init_args\s*:\s*(#.*)?$", stripped.rstrip("\n")):
+            indent = len(line) - len(stripped)
+            following = next((s for s in lines[i + 1:] if s.strip() and not s.lstrip().startswith("#")), "")
+            if not following or len(following) - len(following.lstrip(" ")) <= indent:
+                continue
+        kept.append(line)
+    return kept
+
+
+def _init_arg(owner: _Entry, key: str, value: str, line: str, writer: _Out, indent: int,
+              number: int) -> tuple[str, bool]:
+    """The line for ``init_args.<key>`` of ``owner``'s class, by the Lightning class's argument rows (as for a call in
+    Python), else checked against the installed xtrain class; and whether to drop it (with its nested lines)."""
+    assert owner.target is not None
+    label = f"{owner.lightning}({key}=)"
+    r = rule(Section.ARGUMENT, label) if owner.lightning else None
+    shown = owner.target.rpartition(".")[2]
+    gone = removable(label, yaml_value(value)) if r is not None and r.action is Action.TRANSLATE else None
+    if r is not None and (r.action is Action.DROP or gone):
+        writer.result.counts[f"{label} removed ({r.note})" if r.action is Action.DROP
+                             else f"{label} removed (Lightning's default: xtrain does this itself)"] += 1
+        return "", True
+    if gone is False:
+        writer.note(indent, number, flag_note(label, f"{key}={_scalar(value)}"))
+    elif r is not None and r.action is Action.RENAME and r.xtrain is not None:
+        writer.result.counts[f"{label} -> {r.xtrain}="] += 1
+        return line.replace(f"{key}:", f"{r.xtrain}:", 1), False
+    elif r is not None and r.action is Action.MISSING:
+        writer.note(indent, number, f"{shown}({key}=): {r.note}")
+    elif (r is None or r.action is Action.SAME) and not installed.accepts(owner.target, key):
+        writer.note(indent, number, f"{shown}({key}=) is not accepted by the installed xtrain")
+    return line, False
+
+
 def _trainer_key(key: str, value: str, prefix: str, comment: str, newline: str, writer: _Out, indent: int,
-                 number: int) -> tuple[str, bool]:
-    """The new line for ``trainer.<key>``, and whether to drop it (with its nested lines)."""
+                 number: int, given: set[str]) -> tuple[str, bool]:
+    """The new line for ``trainer.<key>`` of a ``trainer:`` mapping with the keys ``given``, and whether to drop it
+    (with its nested lines)."""
     r = rule(Section.TRAINER_ARG, key)
     result = writer.result
     line = f"{prefix}{key}: {value}{comment}{newline}" if value else f"{prefix}{key}:{comment}{newline}"
@@ -122,16 +208,35 @@ def _trainer_key(key: str, value: str, prefix: str, comment: str, newline: str, 
             return f"{prefix}precision: {canonical_value.xtrain}{comment}{newline}", False
         return line, False
     if r.action is Action.TRANSLATE and key == "accelerator":
-        if _scalar(value) in ("ddp", "ddp_spawn", "dp", "ddp2", "horovod"):
+        if _scalar(value) in _STRATEGY_AS_ACCELERATOR:
             result.counts[f"trainer.accelerator: {_scalar(value)} -> trainer.strategy"] += 1
             return line.replace("accelerator:", "strategy:", 1), False
         return line, False
-    if r.action is Action.TRANSLATE and key in ("gpus", "tpu_cores", "num_processes"):
-        accelerator = {"gpus": "gpu", "tpu_cores": "tpu", "num_processes": "cpu"}[key]
-        if _scalar(value) in ("0", "null", "~", ""):
-            result.counts[f"trainer.{key}: 0 removed"] += 1
-            return "", True
-        result.counts[f"trainer.{key} -> trainer.accelerator + trainer.devices"] += 1
-        return f"{prefix}accelerator: {accelerator}\n{prefix}devices: {value}{comment}{newline}", False
+    if r.action is Action.TRANSLATE and key == "resume_from_checkpoint" and _scalar(value) in NULL:
+        result.counts["trainer.resume_from_checkpoint: null removed"] += 1
+        return "", True
+    if r.action is Action.TRANSLATE and key in DEVICE_COUNTS:
+        return _device_count(key, value, prefix, comment, newline, writer, indent, number, given)
     writer.note(indent, number, f"trainer.{key}: {r.note}")
     return line, False
+
+
+def _device_count(key: str, value: str, prefix: str, comment: str, newline: str, writer: _Out, indent: int,
+                  number: int, given: set[str]) -> tuple[str, bool]:
+    """``trainer.gpus`` / ``tpu_cores`` / ``num_processes`` (Lightning 1.x), as the Python rewrite does with the same
+    call arguments (:func:`~xtrain.core._internal.migrate.argvalues.device_move`): 0 or null meant the CPU."""
+    move = device_move(key, yaml_value(value), given)
+    counts = writer.result.counts
+    if move is None:
+        writer.note(indent, number, f"trainer.{key} and trainer.devices are both given: keep devices and remove {key}")
+        return f"{prefix}{key}: {value}{comment}{newline}", False
+    if not move.devices and move.accelerator is None:
+        counts[f"trainer.{key}: 0 removed"] += 1
+        return "", True
+    if not move.devices:
+        counts[f"trainer.{key}: {_scalar(value) or 'null'} -> trainer.accelerator: {move.accelerator} (Lightning 1.x "
+               "ran on the CPU)"] += 1
+        return f"{prefix}accelerator: {move.accelerator}{comment}{newline}", False
+    counts[f"trainer.{key} -> trainer.accelerator + trainer.devices"] += 1
+    accelerator = f"{prefix}accelerator: {move.accelerator}\n" if move.accelerator is not None else ""
+    return f"{accelerator}{prefix}devices: {value}{comment}{newline}", False

@@ -43,9 +43,10 @@ def _parameters(qualified: str) -> tuple[frozenset[str], bool] | None:
     obj = resolve(qualified)
     if obj is None:
         return None
-    target = obj.__init__ if inspect.isclass(obj) else obj
     try:
-        params = inspect.signature(target).parameters.values()
+        # A class's own signature, not ``obj.__init__``: a class without an ``__init__`` of its own would show
+        # ``object.__init__(self, *args, **kwargs)`` and seem to accept any keyword (``SLURMEnvironment(x=1)``).
+        params = inspect.signature(obj).parameters.values()
     except (TypeError, ValueError):
         return None
     names = frozenset(p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))

@@ -11,7 +11,7 @@ import libcst as cst
 
 from xtrain.core._internal.migrate.lookup import ROOTS
 
-__all__ = ["bound_names", "free_alias", "self_assignments"]
+__all__ = ["bound_names", "free_alias", "lightning_import", "self_assignments"]
 
 
 def _targets(node: cst.BaseExpression, found: set[str]) -> None:
@@ -63,6 +63,19 @@ class _Bound(cst.CSTVisitor):
                 if alias.asname is None and isinstance(alias.name, cst.Name):
                     self.found.add(alias.name.value)
         return True
+
+
+def _root(node: cst.BaseExpression | None) -> str:
+    return cst.Module([]).code_for_node(node).split(".")[0] if node is not None else ""
+
+
+def lightning_import(statement: cst.CSTNode) -> bool:
+    """Whether ``statement`` is a line of imports of Lightning modules only (``import pytorch_lightning as pl``)."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    return all((isinstance(s, cst.Import) and all(_root(a.name) in ROOTS for a in s.names))
+               or (isinstance(s, cst.ImportFrom) and s.relative == () and _root(s.module) in ROOTS)
+               for s in statement.body)
 
 
 def bound_names(module: cst.Module) -> set[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["RULES", "Action", "Rule", "Section"]
+__all__ = ["RULES", "TRAINER_FN", "Action", "Rule", "Section"]
 
 
 class Section(StrEnum):
@@ -57,6 +57,10 @@ SAME, TR, DROP, MISS, DOC = Action.SAME, Action.TRANSLATE, Action.DROP, Action.M
 _PL, _CB, _LG, _UT, _FB = ("lightning.pytorch", "lightning.pytorch.callbacks", "lightning.pytorch.loggers",
                            "lightning.pytorch.utilities", "lightning.fabric")
 _NOT_YET = "not in xtrain yet; keep Lightning's class or write a Callback"
+# Lightning's TrainerFn members and the strings xtrain's trainer.state holds (the members' own values)
+TRAINER_FN = {"FITTING": "fit", "VALIDATING": "validate", "TESTING": "test", "PREDICTING": "predict"}
+_SLURM = ("under SLURM, xtrain saves last.ckpt, stops and runs scontrol requeue on SIGUSR1 during fit (sbatch "
+          "--signal=USR1@N), and saves and stops without a requeue on SIGTERM")
 
 RULES: tuple[Rule, ...] = (
     # -- modules: where names not listed below are looked up (same name in the xtrain module) -------------------
@@ -103,8 +107,9 @@ RULES: tuple[Rule, ...] = (
         ("MNISTDataModule", "xtrain.core.demos.MNISTDataModule has other loaders (num_workers=0, no pin_memory, the "
                             "last validation batch kept) and another normalization"))),
     *(_r(N, f"{_PL}.trainer.states.{name}", None, note) for name, note in (
-        ("TrainerFn", "trainer.state is the plain string: TrainerFn.FITTING is \"fit\", VALIDATING \"validate\", "
-                      "TESTING \"test\", PREDICTING \"predict\""),
+        ("TrainerFn", "trainer.state is the plain string: TrainerFn." + ", ".join(
+            f"{m}{' is' * (m == 'FITTING')} \"{v}\"" for m, v in TRAINER_FN.items()) + " (TrainerFn.X is "
+                      "rewritten to its string; the import goes when nothing else uses it)"),
         ("RunningStage", "use trainer.training, trainer.validating, trainer.testing, trainer.predicting or "
                          "trainer.sanity_checking (True during that stage)"),
         ("TrainerStatus", "xtrain keeps no run status: trainer.state is None before the first run, a run that returns "
@@ -253,6 +258,12 @@ RULES: tuple[Rule, ...] = (
     _r(AR, "trainer.test(test_dataloaders=)", "dataloaders", "Lightning 1.x"),
     _r(AR, "trainer.predict(return_predictions=)", "return_predictions", "False keeps none in memory and returns "
                                                                          "None", action=SAME),
+    _r(AR, "SLURMEnvironment(auto_requeue=)", None, f"removed when True (the default): {_SLURM}; flagged "
+                                                     "otherwise: xtrain has no switch to turn the requeue off (leave "
+                                                     "--signal=USR1@N out of the sbatch options instead)", action=TR),
+    _r(AR, "SLURMEnvironment(requeue_signal=)", None, f"removed when None or SIGUSR1 (the default): {_SLURM}; "
+                                                       "flagged otherwise: the signal cannot be changed (send "
+                                                       "SIGUSR1: sbatch --signal=USR1@N)", action=TR),
     _r(AR, "ModelSummary(max_depth=)", "max_depth", action=SAME),
     _r(AR, "RichModelSummary(max_depth=)", "max_depth", action=SAME),
     # -- Fabric to Engine ------------------------------------------------------------------------------------------
@@ -365,6 +376,7 @@ RULES: tuple[Rule, ...] = (
         "example_input_array", "load_from_checkpoint", "to_onnx", "to_torchscript")),
     # -- Trainer attributes ------------------------------------------------------------------------------------
     _r(TA, "lightning_module", "module"),
+    _r(TA, "strategy.lightning_module", "strategy.module"),
     _r(TA, "add_argparse_args", None, "Lightning 1.x: add the arguments yourself or use XtrainCLI"),
     _r(TA, "from_argparse_args", None, "Lightning 1.x: pass Trainer(**vars(args)) or use XtrainCLI"),
     _r(TA, "tune", None, "Lightning 1.x: use xtrain.core.tuner.Tuner(trainer).lr_find / .scale_batch_size"),
