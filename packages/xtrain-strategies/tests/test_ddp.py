@@ -79,3 +79,17 @@ def test_early_stopping_decides_on_all_ranks_at_once(train: Callable[..., Run]) 
 def test_checkpoint_state_has_no_wrapper_prefix(train: Callable[..., Run]) -> None:
     run = train({"strategy": "ddp", "devices": 2, "max_steps": 1})
     assert run.records[0]["state_keys"] == ["net.0.bias", "net.0.weight", "net.3.bias", "net.3.weight"]
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("ddp_find_unused_parameters_false", "DDPStrategy"), ("ddp_spawn_find_unused_parameters_false", "DDPSpawnStrategy"),
+    ("ddp_fork_find_unused_parameters_false", "DDPForkStrategy"),
+    ("ddp_notebook_find_unused_parameters_false", "DDPNotebookStrategy"),
+])
+def test_lightnings_find_unused_parameters_false_names_are_the_plain_strategies(
+        name: str, expected: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from xtrain.core import Trainer
+
+    monkeypatch.setattr("sys.argv", [__file__])  # ddp re-runs a script: under xdist the command is `python -c`
+    strategy: Any = Trainer(strategy=name, accelerator="cpu", devices=2, logger=False).strategy
+    assert type(strategy).__name__ == expected and strategy.find_unused_parameters is False

@@ -13,27 +13,32 @@ registers a new name by declaring, in its ``pyproject.toml``::
 A plugin is isolated from the others: one that fails to import or to be created (``sys.exit`` included), or a name
 two third-party distributions claim, is a :class:`~xtrain.core.errors.ConfigError` naming the entry point and its
 distribution when asked for by name, and is skipped with one :class:`PluginWarning` when ``"auto"`` looks through
-every name. A third party that claims a first-party name (``"cpu"``, ``"ddp"``) is ignored with one
-:class:`PluginWarning`: it can neither take over nor disable a built-in. A class of the wrong type (not an
-``Accelerator`` in the accelerators group) is refused before it is created, so its constructor never runs.
+every name. A third party that claims a first-party name (``"cpu"``, ``"ddp"``, or ``"gpu"`` while
+xtrain-accelerators is not installed) is ignored with one :class:`PluginWarning` per distribution: it can neither take
+over nor disable a built-in. A class of the wrong type (not an ``Accelerator`` in the accelerators group) is refused
+before it is created, so its constructor never runs; one whose declared data is not of the documented types (no
+``name``, ``auto_priority = "10"``) is a broken plugin too, found when the class is loaded.
 
 A plugin whose import takes more than :data:`SLOW_IMPORT_SECONDS` gets one :class:`PluginWarning` with the seconds:
 an automatic choice imports every plugin of its group, so one slow plugin would otherwise slow every ``Trainer()``
-without saying which.
+without saying which. While such an import is still running, a notice on stderr names the plugin, so one that hangs
+at import says which package to remove.
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib
 import inspect
-import re
+import sys
 import time
-import warnings
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from xtrain.core._internal.hints import FIRST_PARTY, install_hint
+from xtrain.core._internal import plugin_notices as notices
+from xtrain.core._internal.hints import install_hint
+from xtrain.core._internal.plugin_checks import declared_data_problem, loaded_problem
 from xtrain.core.errors import ConfigError
 
 __all__ = ["ACCELERATORS", "CHECKPOINT_IO", "ENVIRONMENTS", "PLUGIN_FAILURES", "PRECISIONS", "SLOW_IMPORT_SECONDS",
@@ -47,7 +52,8 @@ not end the user's program); only ``KeyboardInterrupt`` passes through."""
 
 SLOW_IMPORT_SECONDS = 1.0
 """An entry point that takes longer than this to load gets one :class:`PluginWarning`: xtrain's own plugins load in
-milliseconds, so a second is a plugin doing heavy work at import, which every automatic choice would wait for."""
+milliseconds, so a second is a plugin doing heavy work at import, which every automatic choice would wait for. An
+import still running after this long prints a notice naming the plugin on stderr, in case it never returns."""
 
 
 class PluginWarning(UserWarning):
@@ -64,7 +70,6 @@ class _Entry(NamedTuple):
     distributions: tuple[str, ...]
     entry_point: EntryPoint
     version: str
-    ignored: tuple[str, ...] = ()  # third-party distributions whose claim on this first-party name is ignored
 
     @property
     def origin(self) -> str:
@@ -94,15 +99,23 @@ class Registry(Generic[_T]):
         self._loaded: dict[str, Callable[[], _T]] = {}
         self._failed: dict[str, BaseException] = {}  # a plugin whose import failed is not imported again
         self._warned: set[str] = set()
-        self._told_ignored: set[str] = set()
+        self._stale: set[str] = set()  # modules of plugins that loaded wrongly: imported afresh after refresh()
 
     def refresh(self) -> None:
-        """Forget what was scanned (after installing a distribution in a running process)."""
+        """Forget what was scanned (after installing a distribution, or fixing a plugin, in a running process).
+
+        The module of a plugin that failed to load (a missing class, wrong declared data) is dropped from
+        ``sys.modules``, so the next load imports the fixed source instead of the stale module.
+        """
+        for module in self._stale:
+            sys.modules.pop(module, None)
+        self._stale.clear()
+        importlib.invalidate_caches()
+        notices.forget_announcements()
         self._entries = None
         self._loaded.clear()
         self._failed.clear()
         self._warned.clear()
-        self._told_ignored.clear()
 
     def _scan(self) -> dict[str, _Entry]:
         if self._entries is None:
@@ -112,13 +125,14 @@ class Registry(Generic[_T]):
                 dist = ep.dist.name if ep.dist is not None else "<unknown distribution>"
                 versions.setdefault(dist, ep.dist.version if ep.dist is not None else "?")
                 found.setdefault(ep.name.lower(), {}).setdefault(dist, ep)
-            self._entries = {}
+            entries = {}
             for name, by_dist in found.items():
-                first_party = sorted(d for d in by_dist if _normalized(d) in FIRST_PARTY)
-                ignored = tuple(sorted(d for d in by_dist if d not in first_party)) if first_party else ()
-                claims = tuple(first_party or sorted(by_dist))
-                ep = by_dist[claims[0]]
-                self._entries[name] = _Entry(name, ep.value, claims, ep, versions[claims[0]], ignored)
+                owners, _ = notices.split_claims(self.group, name, by_dist)  # third-party first-party claims: none
+                if owners:
+                    ep = by_dist[owners[0]]
+                    entries[name] = _Entry(name, ep.value, owners, ep, versions[owners[0]])
+            self._entries = entries
+            notices.announce_first_party_claims({self.group, *(r.group for r in all_registries())}, PluginWarning)
         return self._entries
 
     def names(self) -> list[str]:
@@ -130,6 +144,11 @@ class Registry(Generic[_T]):
 
     def distribution_of(self, name: str) -> str:
         return ", ".join(self._scan()[name.strip().lower()].distributions)
+
+    def name_for(self, cls: type) -> str | None:
+        """The name whose entry point names ``cls`` (``module:Class``), read without importing anything."""
+        target = f"{cls.__module__}:{cls.__qualname__}"
+        return next((entry.name for entry in self._scan().values() if entry.value.replace(" ", "") == target), None)
 
     def load(self, name: str) -> Callable[[], _T]:
         """The class or factory registered as ``name``, imported now.
@@ -149,13 +168,6 @@ class Registry(Generic[_T]):
         entry = self._scan().get(key)
         if entry is None:
             raise self.unknown(name)
-        if entry.ignored and key not in self._told_ignored:
-            self._told_ignored.add(key)
-            others = " and ".join(entry.ignored)
-            warnings.warn(f"{self.argument}={name!r}: {others} also register(s) {key!r} in the entry-point group "
-                          f"{self.group!r}; that claim is ignored and {entry.distributions[0]}'s plugin is used. Fix: "
-                          f"the maintainers of {others} should register another name (to use their plugin now, pass "
-                          f"it as an instance), or uninstall {others}.", PluginWarning, stacklevel=4)
         if len(entry.distributions) > 1:
             raise ConfigError(
                 self.argument, name,
@@ -168,21 +180,26 @@ class Registry(Generic[_T]):
             raise self._broken(name, entry, f"could not be imported: {_describe(failed)}") from failed
         import torch  # noqa: F401  # every plugin needs it: its first import (a second or more) is not the plugin's time
 
-        started = time.perf_counter()
+        started, dist = time.perf_counter(), entry.distributions[0]
+        watch = notices.watch_import(SLOW_IMPORT_SECONDS, notices.hang_notice(self.argument, name, entry.origin, dist,
+                                                                              SLOW_IMPORT_SECONDS, self.pin))
         try:
             loaded = entry.entry_point.load()
         except PLUGIN_FAILURES as err:
             self._failed[key] = err
+            self._stale.add(entry.entry_point.module)
             raise self._broken(name, entry, f"could not be imported: {_describe(err)}") from err
+        finally:
+            watch.cancel()
         seconds = time.perf_counter() - started
-        if seconds > SLOW_IMPORT_SECONDS:
-            self._warn_slow(name, entry, seconds, scanning=scanning)
-        if not callable(loaded):
-            raise self._broken(name, entry, f"names {loaded!r}, which is not a class or a factory.")
-        if inspect.isclass(loaded) and inspect.isabstract(loaded):
-            missing = ", ".join(sorted(getattr(loaded, "__abstractmethods__", ())))
-            raise self._broken(name, entry, f"names the class {loaded.__name__}, which does not implement the "
-                               f"abstract methods {missing} of its contract.")
+        if seconds > SLOW_IMPORT_SECONDS:  # scanning: imported by the automatic choice, unasked
+            automatic = f"{self.automatic} imported {name!r}" if scanning else None
+            notices.warn_at_user(notices.slow_import_message(self.argument, name, entry.origin, dist, seconds,
+                                                             automatic=automatic, pin=self.pin), PluginWarning)
+        problem = loaded_problem(self.group, loaded)  # not callable, abstract, or wrong declared data
+        if problem is not None:
+            self._stale.add(entry.entry_point.module)
+            raise self._broken(name, entry, problem)
         self._loaded[key] = loaded
         return loaded  # type: ignore[no-any-return]
 
@@ -209,6 +226,9 @@ class Registry(Generic[_T]):
             raise self.broken(name, f"could not be created: {_describe(err)}") from err
         if base is not None and not isinstance(created, base):
             raise self.broken(name, f"returned {created!r}, which is not {_a(base)}.")
+        problem = declared_data_problem(self.group, created)  # a factory's product, or set in __init__
+        if problem is not None:
+            raise self.broken(name, problem)
         return created
 
     def describe(self, name: str) -> str:
@@ -247,25 +267,13 @@ class Registry(Generic[_T]):
         if not isinstance(error, ConfigError):
             entry = self._scan().get(key)
             error = self._broken(name, entry, f"raised {_describe(error)}") if entry else error
+        text = str(error)
+        if isinstance(error, ConfigError) and error.argument:  # the name is said already: no second label
+            text = text.removeprefix(f"{error.argument}={error.value!r}: ")
         pin = ""
         if self.pin is not None:
             pin = f" Or pass {self.pin}: an explicit choice does not look through the installed plugins."
-        warnings.warn(f"{self.automatic} skipped {name!r}: {error}{pin}", PluginWarning, stacklevel=3)
-
-    def _warn_slow(self, name: str, entry: _Entry, seconds: float, *, scanning: bool) -> None:
-        """Name a plugin that took ``seconds`` to import; ``scanning``: imported by the automatic choice, unasked."""
-        dist = entry.distributions[0]
-        report = (f"report this to the maintainers of {dist} (an entry point should import fast and defer heavy "
-                  f"imports to the methods that need them)")
-        if scanning:
-            pin = f"; or pass {self.pin}: an explicit choice imports no other plugin" if self.pin else ""
-            message = (f"{self.automatic} imported {name!r}, and the plugin ({entry.origin}) took {seconds:.1f} s to "
-                       f"import; every program that makes this choice waits for it. Fix: {report}; uninstall {dist} "
-                       f"if you do not use it{pin}.")
-        else:
-            message = (f"{self.argument}={name!r}: the plugin ({entry.origin}) took {seconds:.1f} s to import. "
-                       f"Fix: {report}.")
-        warnings.warn(message, PluginWarning, stacklevel=4)
+        notices.warn_at_user(f"{self.automatic} skipped {name!r}: {text}{pin}", PluginWarning)
 
     def broken(self, name: str, problem: str) -> ConfigError:
         """The error for the plugin ``name`` misbehaving (``problem`` says how), naming its entry point and fix."""
@@ -288,10 +296,6 @@ class Registry(Generic[_T]):
         close = difflib.get_close_matches(key, choices, n=1)
         fix = f"did you mean {close[0]!r}?" if close else f"pass one of the valid choices to {self.argument}=."
         return ConfigError(self.argument, name, f"is not a registered {self.argument} name.", choices=choices, fix=fix)
-
-
-def _normalized(distribution: str) -> str:
-    return re.sub(r"[-_.]+", "-", distribution).lower()
 
 
 def _describe(err: BaseException) -> str:

@@ -1,7 +1,9 @@
 """Install hints for first-party names whose package is missing.
 
-This table is used only to word an error message; resolution always goes through entry points. A test checks it
-against the entry points the first-party packages declare, so it cannot drift.
+This table words the error for a missing package, and it reserves the names: a third-party distribution that
+registers one of them is ignored (with one warning) even when the first-party package is not installed, so it can
+never stand in for it. Resolution always goes through entry points. A test checks the table against the entry points
+the first-party packages declare, so it cannot drift.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from xtrain.core._internal.interactive import is_interactive
+from xtrain.core._internal.plugin_messages import class_given, name_of_other_kind
 from xtrain.core.accelerator import Accelerator
 from xtrain.core.checkpoint_io import CheckpointIO
 from xtrain.core.environment import ClusterEnvironment
@@ -27,6 +28,9 @@ _LEGACY_PRECISION: dict[object, tuple[str, bool]] = {
     64: ("64-true", False), "64": ("64-true", False), 32: ("32-true", False), "32": ("32-true", False),
     16: ("16-mixed", True), "16": ("16-mixed", True), "bf16": ("bf16-mixed", True),
 }
+# Lightning's names for the DDP strategies with their default find_unused_parameters=False: the plain strategies.
+_LEGACY_STRATEGY = {f"{name}_find_unused_parameters_false": name for name in ("ddp", "ddp_spawn", "ddp_fork",
+                                                                              "ddp_notebook")}
 
 
 class Resolved(NamedTuple):
@@ -67,12 +71,13 @@ def _split_plugins(plugins: object) -> tuple[Precision | None, CheckpointIO | No
                     plugin = registry.create(item, base=base)
                     break
             else:
-                raise ConfigError("plugins", item, "is not a registered precision, checkpoint_io or environment name.",
+                raise name_of_other_kind("plugins", item) or ConfigError(
+                                  "plugins", item, "is not a registered precision, checkpoint_io or environment name.",
                                   choices=[*PRECISIONS.names(), *CHECKPOINT_IO.names(), *ENVIRONMENTS.names()],
                                   fix="pass a registered name or a plugin instance.")
         kind = next((k for k in (Precision, CheckpointIO, ClusterEnvironment) if isinstance(plugin, k)), None)
         if kind is None:
-            raise ConfigError("plugins", item, "is not a plugin.",
+            raise class_given("plugins", item) or ConfigError("plugins", item, "is not a plugin.",
                               choices=["a Precision", "a CheckpointIO", "a ClusterEnvironment", "a registered name"],
                               fix="pass plugin instances; strategies go to strategy= and accelerators to accelerator=.")
         if kind in found:
@@ -135,9 +140,11 @@ def _accelerator(accelerator: object, strategy: Strategy | None) -> Accelerator:
     elif accelerator is None or (isinstance(accelerator, str) and accelerator.strip().lower() == "auto"):
         return _auto_accelerator(strategy)
     elif isinstance(accelerator, str):
+        if accelerator not in ACCELERATORS and (other := name_of_other_kind("accelerator", accelerator)):
+            raise other
         acc = ACCELERATORS.create(accelerator, base=Accelerator)
     else:
-        raise ConfigError("accelerator", accelerator, "must be a registered name, 'auto' or an Accelerator instance.",
+        raise class_given("accelerator", accelerator) or ConfigError("accelerator", accelerator, "must be a registered name, 'auto' or an Accelerator instance.",
                           choices=["auto", *ACCELERATORS.names()], fix="write accelerator='auto'.")
     try:
         available = acc.is_available()
@@ -169,9 +176,12 @@ def _strategy(strategy: object) -> Strategy | None:
     if isinstance(strategy, str):
         if strategy.strip().lower() == "auto":
             return None
-        created: Strategy = STRATEGIES.create(strategy, base=Strategy)
+        name = _LEGACY_STRATEGY.get(strategy, strategy)
+        if name not in STRATEGIES and (other := name_of_other_kind("strategy", name)):
+            raise other
+        created: Strategy = STRATEGIES.create(name, base=Strategy)
         return created
-    raise ConfigError("strategy", strategy, "must be a registered name, 'auto' or a Strategy instance.",
+    raise class_given("strategy", strategy) or ConfigError("strategy", strategy, "must be a registered name, 'auto' or a Strategy instance.",
                       choices=["auto", *STRATEGIES.names()], fix="write strategy='auto'.")
 
 
@@ -214,7 +224,11 @@ def _precision(precision: object, plugin: Precision | None, strategy: Strategy |
         return plugin
     if isinstance(precision, Precision):
         return precision
+    if wrong := class_given("precision", precision):
+        raise wrong
     name = canonical_precision(precision)
+    if name not in PRECISIONS and (other := name_of_other_kind("precision", name)):
+        raise other
     created: Precision = PRECISIONS.create(name, base=Precision)
     return created
 

@@ -1,0 +1,143 @@
+"""What the registry tells the user about installed plugins, outside of errors.
+
+- :func:`split_claims`: who owns a name several distributions register. A first-party name (one a first-party
+  distribution registers, or one the first-party name table in :mod:`.hints` lists) belongs to the first-party
+  distribution only: a third party's claim is ignored, whether or not the first-party package is installed.
+- :func:`announce_first_party_claims`: one warning per third-party distribution that registers first-party names,
+  listing them all, instead of one warning per name labelled with an argument the user never passed.
+- :func:`warn_at_user`: a warning attributed to the first frame outside xtrain (the user's ``Trainer(...)`` line).
+- :func:`slow_import_message`: the warning for a plugin that took long to import.
+- :func:`watch_import`: a notice on stderr, from a timer thread, when a plugin's import is still running after a
+  threshold, so a plugin that hangs at import names itself instead of hanging ``Trainer()`` silently.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import warnings
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from xtrain.core._internal.hints import FIRST_PARTY, install_hint
+
+__all__ = ["announce_first_party_claims", "forget_announcements", "hang_notice", "slow_import_message", "split_claims",
+           "warn_at_user", "watch_import"]
+
+_announced: set[str] = set()  # distributions already told about, once per process (until a registry's refresh())
+_scanned = False
+
+
+class _Cancellable(Protocol):
+    def cancel(self) -> None: ...
+
+
+def normalized(distribution: str) -> str:
+    return re.sub(r"[-_.]+", "-", distribution).lower()
+
+
+def split_claims(group: str, name: str, distributions: Iterable[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(owners, ignored)``: the distributions whose claim on ``name`` in ``group`` counts, and the ignored ones.
+
+    A name a first-party distribution registers is that distribution's; a name the first-party table lists for a
+    package that is not installed has no owner (asking for it gives the ``pip install`` line); any other name is
+    owned by everyone who claims it (two owners are an error when it is asked for).
+    """
+    claimants = sorted(distributions)
+    first_party = tuple(d for d in claimants if normalized(d) in FIRST_PARTY)
+    if first_party:
+        return first_party, tuple(d for d in claimants if d not in first_party)
+    if install_hint(group, name) is not None:
+        return (), tuple(claimants)
+    return tuple(claimants), ()
+
+
+def forget_announcements() -> None:
+    """After a registry's refresh(): scan again and tell again."""
+    global _scanned
+    _scanned = False
+    _announced.clear()
+
+
+def announce_first_party_claims(groups: Iterable[str], category: type[Warning]) -> None:
+    """Warn once per third-party distribution that registers first-party names in any of ``groups``."""
+    global _scanned
+    if _scanned:
+        return
+    _scanned = True
+    from importlib.metadata import entry_points
+
+    installed = entry_points()  # one scan of the metadata for every group
+    found: dict[tuple[str, str], dict[str, str]] = {}
+    for ep in (ep for group in sorted(set(groups)) for ep in installed.select(group=group)):
+        dist = ep.dist.name if ep.dist is not None else "<unknown distribution>"
+        found.setdefault((ep.group, ep.name.lower()), {})[dist] = ep.dist.version if ep.dist is not None else "?"
+    by_distribution: dict[str, list[str]] = {}
+    versions: dict[str, str] = {}
+    for (group, name), dists in sorted(found.items()):
+        owners, ignored = split_claims(group, name, dists)
+        for dist in ignored:
+            versions[dist] = dists[dist]
+            owner = (" and ".join(owners) if owners
+                     else f"{(install_hint(group, name) or '').split('[')[0]}, which is not installed")
+            by_distribution.setdefault(dist, []).append(f"{name!r} ({group}, provided by {owner})")
+    for dist, claims in by_distribution.items():
+        if dist in _announced:
+            continue
+        _announced.add(dist)
+        warn_at_user(f"{dist} {versions[dist]} registers first-party names {', '.join(claims)}; they are ignored: a "
+                     f"third-party plugin can neither take over nor disable a built-in one. Fix: the maintainers of "
+                     f"{dist} should register other names (to use its plugins now, pass them as instances, e.g. "
+                     f"accelerator=TheirAccelerator()), or uninstall {dist}.", category)
+
+
+def _internal(frame: Any) -> bool:
+    module = frame.f_globals.get("__name__", "")
+    return bool(module == "xtrain" or module.startswith(("xtrain.", "importlib")))
+
+
+def warn_at_user(message: str, category: type[Warning]) -> None:
+    """``warnings.warn`` attributed to the innermost frame outside xtrain: the user's line that led here."""
+    frame = sys._getframe(0)
+    level = 1
+    while frame.f_back is not None and _internal(frame):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level)
+
+
+def watch_import(seconds: float, notice: str) -> _Cancellable:
+    """Print ``notice`` to stderr if not cancelled within ``seconds`` (a daemon timer; cancel it when done)."""
+    import threading
+
+    def say() -> None:
+        try:
+            print(notice, file=sys.stderr, flush=True)
+        except Exception:  # noqa: BLE001 - a closed stderr must not raise in a background thread
+            pass
+
+    timer = threading.Timer(seconds, say)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+
+def hang_notice(argument: str, name: str, origin: str, dist: str, seconds: float, pin: str | None) -> str:
+    """What :func:`watch_import` prints about the plugin ``name`` still importing after ``seconds``."""
+    instead = f" Or pass {pin}: an explicit choice imports no other plugin." if pin else ""
+    return (f"xtrain: still importing the {argument} plugin {name!r} ({origin}) after {seconds:g} s. If it never "
+            f"finishes, stop the program (Ctrl-C) and uninstall it: pip uninstall {dist}.{instead}")
+
+
+def slow_import_message(argument: str, name: str, origin: str, dist: str, seconds: float, *, automatic: str | None,
+                        pin: str | None) -> str:
+    """The warning for a plugin that took ``seconds`` to import; ``automatic``: the choice that imported it unasked
+    (``"accelerator='auto' imported 'npu'"``), ``None`` when it was asked for by name."""
+    report = (f"report this to the maintainers of {dist} (an entry point should import fast and defer heavy imports "
+              f"to the methods that need them)")
+    if automatic is None:
+        return f"{argument}={name!r}: the plugin ({origin}) took {seconds:.1f} s to import. Fix: {report}."
+    instead = f"; or pass {pin}: an explicit choice imports no other plugin" if pin else ""
+    return (f"{automatic}, and the plugin ({origin}) took {seconds:.1f} s to import; every program that makes this "
+            f"choice waits for it. Fix: {report}; uninstall {dist} if you do not use it{instead}.")
