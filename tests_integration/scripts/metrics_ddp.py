@@ -73,7 +73,7 @@ class Shard(Sampler[int]):
 
 def main() -> None:
     out = sys.argv[1]
-    logger = WandbLogger(".", project="ddp", offline=True)
+    logger = WandbLogger(save_dir=".", project="ddp", offline=True)
     trainer = Trainer(accelerator="cpu", strategy="ddp", devices=2, logger=logger, enable_progress_bar=False,
                       profiler=SimpleProfiler(dirpath="perf", filename="report"))
     module = Scored()

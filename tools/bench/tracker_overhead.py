@@ -71,11 +71,11 @@ def make_logger(arm: str, root: str) -> Any:
     if arm == "wandb":
         from xtrain.core.loggers import WandbLogger
 
-        logger = WandbLogger(root, offline=True)
+        logger = WandbLogger(save_dir=root, offline=True)
     else:
         from xtrain.core.loggers import MLFlowLogger
 
-        logger = MLFlowLogger(root, tracking_uri=f"sqlite:///{MLFLOW_DB}")
+        logger = MLFlowLogger(save_dir=root, tracking_uri=f"sqlite:///{MLFLOW_DB}")
     logger.experiment  # noqa: B018 - open the run before the clock starts
     return logger
 

@@ -210,7 +210,7 @@ def _history_keys(records: list[Any]) -> set[str]:
 def test_wandb_fit_then_test_is_one_run(offline_wandb: Path) -> None:
     from xtrain.core.loggers import WandbLogger
 
-    logger = WandbLogger(offline_wandb, project="proj", prefix="p", job_type="train", notes="parity",
+    logger = WandbLogger(save_dir=offline_wandb, project="proj", prefix="p", job_type="train", notes="parity",
                          tags=["t1"])
     _fit_and_test(logger, test=True)
     logger.finish()
@@ -229,7 +229,7 @@ def test_wandb_fit_then_test_is_one_run(offline_wandb: Path) -> None:
 def test_wandb_run_left_open_ends_cleanly_at_exit(offline_wandb: Path) -> None:
     script = textwrap.dedent(f"""
         from xtrain.core.loggers import WandbLogger
-        logger = WandbLogger({str(offline_wandb)!r}, project="proj")
+        logger = WandbLogger(save_dir={str(offline_wandb)!r}, project="proj")
         logger.log_metrics({{"x": 1.0}}, 1)
         logger.finalize("success")  # a stage ended: the run stays open until the interpreter exits
         print(logger.version)
@@ -247,7 +247,7 @@ def test_wandb_watch_and_checkpoint_name(offline_wandb: Path) -> None:
     from xtrain.core.callbacks import ModelCheckpoint
     from xtrain.core.loggers import WandbLogger
 
-    logger = WandbLogger(offline_wandb, project="proj", log_model="all", checkpoint_name="tiny-model")
+    logger = WandbLogger(save_dir=offline_wandb, project="proj", log_model="all", checkpoint_name="tiny-model")
     model = torch.nn.Linear(2, 2)
     logger.watch(model, log="all", log_freq=1)
     assert any(p._backward_hooks for p in model.parameters()) or model._forward_hooks, "W&B hooks are in place"
@@ -284,7 +284,7 @@ def test_mlflow_name_version_run_id_and_context_tags(tmp_path: Path, mlflow_uri:
             sent.append(kwargs)
         return original(self, run_id, *args, **kwargs)
 
-    logger = MLFlowLogger(tmp_path, experiment_name="parity", tracking_uri=mlflow_uri, prefix="p", synchronous=True)
+    logger = MLFlowLogger(save_dir=tmp_path, experiment_name="parity", tracking_uri=mlflow_uri, prefix="p", synchronous=True)
     monkeypatch.setattr(MlflowClient, "log_batch", log_batch)  # after: the logger reads its signature
     run_id = logger.run_id  # created on first access, as Lightning's
     assert run_id is not None
@@ -311,9 +311,9 @@ def test_mlflow_resume_from_last_continues_the_run_without_a_stray_one(tmp_path:
 
     from xtrain.core.loggers import MLFlowLogger
 
-    first = MLFlowLogger(tmp_path, experiment_name="again", tracking_uri=mlflow_uri)
+    first = MLFlowLogger(save_dir=tmp_path, experiment_name="again", tracking_uri=mlflow_uri)
     _fit_and_test(first, enable_checkpointing=True)
-    again = MLFlowLogger(tmp_path, experiment_name="again", tracking_uri=mlflow_uri)
+    again = MLFlowLogger(save_dir=tmp_path, experiment_name="again", tracking_uri=mlflow_uri)
     train, val = tiny_loaders(n=64)
     Trainer(max_epochs=2, logger=again, log_every_n_steps=1, enable_progress_bar=False, enable_model_summary=False,
             num_sanity_val_steps=0).fit(TinyClassifier(lr=0.05), train, val, ckpt_path="last")
@@ -329,7 +329,7 @@ def test_wandb_rows_hold_trainer_global_step_as_the_x_axis(offline_wandb: Path) 
     dashboards built on Lightning runs plot against it."""
     from xtrain.core.loggers import WandbLogger
 
-    logger = WandbLogger(offline_wandb, project="proj")
+    logger = WandbLogger(save_dir=offline_wandb, project="proj")
     _fit_and_test(logger, max_epochs=2)
     logger.finish()
     (run_dir,) = (offline_wandb / "wandb").glob("offline-run-*")

@@ -121,7 +121,7 @@ class Crash(ModelCheckpoint):
 def test_wandb_offline_run_holds_params_metrics_by_step_and_checkpoints(tmp_path: Path) -> None:
     from xtrain.core.loggers import WandbLogger
 
-    logger = WandbLogger(tmp_path, project="proj", offline=True, log_model="all")
+    logger = WandbLogger(save_dir=tmp_path, project="proj", offline=True, log_model="all")
     trainer, _ = _fit(tmp_path, logger)
     logger.finish()  # the run stays open after a stage (Lightning's: one run for fit and test) until finish or exit
     run = wandb_run(tmp_path, logger.version)
@@ -147,7 +147,7 @@ def test_wandb_keeps_validation_step_values(tmp_path: Path) -> None:
         def validation_step(self, batch: Any, batch_idx: int) -> None:
             self.log("val_batch", float(10 * self.current_epoch + batch_idx), on_step=True, on_epoch=False)
 
-    logger = WandbLogger(tmp_path, project="proj", offline=True)
+    logger = WandbLogger(save_dir=tmp_path, project="proj", offline=True)
     train, val = tiny_loaders(n=64)
     Trainer(max_epochs=2, logger=logger, log_every_n_steps=1, default_root_dir=tmp_path, enable_progress_bar=False,
             enable_model_summary=False, num_sanity_val_steps=0).fit(StepLogged(), train, val)
@@ -161,10 +161,10 @@ def test_wandb_keeps_validation_step_values(tmp_path: Path) -> None:
 def test_wandb_resume_continues_the_same_run(tmp_path: Path) -> None:
     from xtrain.core.loggers import WandbLogger
 
-    first = WandbLogger(tmp_path, project="proj", offline=True)
+    first = WandbLogger(save_dir=tmp_path, project="proj", offline=True)
     with pytest.raises(RuntimeError, match="simulated crash"):
         _fit(tmp_path, first, callbacks=[Crash(at=5)], max_epochs=3)
-    again = WandbLogger(tmp_path, project="proj", offline=True)
+    again = WandbLogger(save_dir=tmp_path, project="proj", offline=True)
     ckpt = tmp_path / "proj" / first.version / "checkpoints" / "last.ckpt"
     _fit(tmp_path, again, callbacks=[Crash(at=-1)], max_epochs=3, ckpt_path=str(ckpt))
     assert again.version == first.version
@@ -179,7 +179,7 @@ def test_mlflow_sqlite_store_holds_run_params_metrics_and_artifacts(tmp_path: Pa
 
     from xtrain.core.loggers import MLFlowLogger
 
-    logger = MLFlowLogger(tmp_path, experiment_name="exp1", run_name="first", log_model=True, tags={"team": "x"},
+    logger = MLFlowLogger(save_dir=tmp_path, experiment_name="exp1", run_name="first", log_model=True, tags={"team": "x"},
                           tracking_uri=mlflow_uri, artifact_location=(tmp_path / "artifacts").as_uri())
     trainer, _ = _fit(tmp_path, logger)
     client = MlflowClient(tracking_uri=mlflow_uri)
@@ -201,12 +201,12 @@ def test_mlflow_resume_after_crash_continues_the_same_run(tmp_path: Path, mlflow
 
     from xtrain.core.loggers import MLFlowLogger
 
-    first = MLFlowLogger(tmp_path, experiment_name="exp2", tracking_uri=mlflow_uri)
+    first = MLFlowLogger(save_dir=tmp_path, experiment_name="exp2", tracking_uri=mlflow_uri)
     with pytest.raises(RuntimeError, match="simulated crash"):
         _fit(tmp_path, first, callbacks=[Crash(at=5)], max_epochs=3)
     client = MlflowClient(tracking_uri=first.tracking_uri)
     assert client.get_run(first.run_id).info.status == "FAILED"  # type: ignore[arg-type]
-    again = MLFlowLogger(tmp_path, experiment_name="exp2", tracking_uri=mlflow_uri)
+    again = MLFlowLogger(save_dir=tmp_path, experiment_name="exp2", tracking_uri=mlflow_uri)
     ckpt = first.log_dir / "checkpoints" / "last.ckpt"
     _fit(tmp_path, again, callbacks=[Crash(at=-1)], max_epochs=3, ckpt_path=str(ckpt))
     assert again.run_id == first.run_id
@@ -222,15 +222,15 @@ def test_tracker_options_are_checked_before_anything_runs(tmp_path: Path) -> Non
     from xtrain.core.loggers import MLFlowLogger, WandbLogger
 
     with pytest.raises(ConfigError, match="log_model"):
-        WandbLogger(tmp_path, log_model="sometimes")  # type: ignore[arg-type]
+        WandbLogger(save_dir=tmp_path, log_model="sometimes")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="log_model"):
-        MLFlowLogger(tmp_path, log_model=2)  # type: ignore[arg-type]
+        MLFlowLogger(save_dir=tmp_path, log_model=2)  # type: ignore[arg-type]
 
 
 def test_a_failing_tracker_is_reported_not_silent(tmp_path: Path, mlflow_uri: str) -> None:
     from xtrain.core.loggers import MLFlowLogger
 
-    logger = MLFlowLogger(tmp_path, run_id="no-such-run", tracking_uri=mlflow_uri)
+    logger = MLFlowLogger(save_dir=tmp_path, run_id="no-such-run", tracking_uri=mlflow_uri)
     logger.log_metrics({"x": 1.0}, step=1)
     with pytest.raises(Exception, match="no-such-run"):
         logger.save()
@@ -239,7 +239,7 @@ def test_a_failing_tracker_is_reported_not_silent(tmp_path: Path, mlflow_uri: st
 def test_mlflow_default_store_is_sqlite_beside_the_logs(tmp_path: Path) -> None:
     from xtrain.core.loggers import MLFlowLogger
 
-    logger = MLFlowLogger(tmp_path / "runs")
+    logger = MLFlowLogger(save_dir=tmp_path / "runs")
     assert logger.tracking_uri == f"sqlite:///{(tmp_path / 'runs').resolve() / 'mlflow.db'}"
 
 

@@ -21,7 +21,11 @@ def __getattr__(name: str) -> Any:
         from xtrain.core._internal.cli.save_config import SaveConfigCallback
 
         return SaveConfigCallback
-    raise AttributeError(f"module 'xtrain.core.cli' has no attribute {name!r}")
+    if name.startswith("_"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from xtrain.core._internal.migrate.hints import missing_name_error  # a Lightning name gets a hint naming ours
+
+    raise missing_name_error(sys.modules[__name__], name, sys._getframe(1))
 
 
 def main(argv: list[str] | None = None) -> int:

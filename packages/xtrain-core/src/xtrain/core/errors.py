@@ -19,19 +19,30 @@ def format_choices(choices: Iterable[object]) -> str:
     return ", ".join(items) if items else "(none installed)"
 
 
+_MESSAGE_ONLY: object = object()
+
+
 class ConfigError(ValueError):
     """An invalid argument, raised before any process starts or any training begins.
 
     The message always names the argument, shows the value with ``!r``, lists the valid choices where there is a
     finite set of them, and says how to fix it (including the exact ``pip install`` line when a package is missing).
+
+    ``ConfigError(message)`` with the message alone is accepted too, and keeps the message as it is: Lightning code
+    raises ``MisconfigurationException(message)``, which ``xtrain migrate`` turns into this class, and a migrated
+    script must still raise (and catch) it. A ConfigError that crossed a process boundary is rebuilt that way.
     """
 
-    def __init__(self, argument: str, value: object, problem: str, *, choices: Iterable[object] | None = None,
-                 fix: str | None = None) -> None:
+    def __init__(self, argument: str, value: object = _MESSAGE_ONLY, problem: str = "", *,
+                 choices: Iterable[object] | None = None, fix: str | None = None) -> None:
         self.argument = argument
         self.value = value
         self.choices = tuple(choices) if choices is not None else None
         self.fix = fix
+        if value is _MESSAGE_ONLY:
+            self.argument, self.value = "", None
+            super().__init__(argument)
+            return
         parts = [f"{argument}={value!r}: {problem}"]
         if self.choices is not None:
             parts.append(f"Valid choices: {format_choices(self.choices)}.")

@@ -26,6 +26,7 @@ from xtrain.core._internal.auto_resume import (
     start_attempt,
 )
 from xtrain.core._internal.best_checkpoint import default_ckpt_path
+from xtrain.core._internal.callback_states import check_unique_state_keys
 from xtrain.core._internal.checkpointing import (
     build_checkpoint,
     find_checkpoint,
@@ -64,10 +65,12 @@ from xtrain.core._internal.run_flags import ValClock, anomaly_detection, apply_t
 from xtrain.core._internal.run_lock import RunLock
 from xtrain.core._internal.sampler import ResumableSampler
 from xtrain.core._internal.stage_steps import check_stage_step, validation_loaders
+from xtrain.core._internal.train_mode import warn_eval_modules
 from xtrain.core._internal.trainer_args import (
     barebones_settings,
     check_callbacks,
     check_loggers,
+    check_progress_bars,
     check_root,
     check_switches,
     parse_run_flags,
@@ -234,6 +237,8 @@ class Trainer(LightningAttributes):
         self.default_root_dir = check_root(default_root_dir)
         self.profiler = resolve_profiler(profiler)
         user_callbacks = check_callbacks(callbacks)
+        check_progress_bars(user_callbacks)
+        check_unique_state_keys(user_callbacks)
         self.loggers: list[Logger] = [] if limits.fast_dev_run else check_loggers(logger, self.default_root_dir)
         self.strategy: Strategy = resolve(accelerator=accelerator, devices=devices, num_nodes=num_nodes,
                                           strategy=strategy, precision=precision, plugins=plugins).strategy
@@ -541,6 +546,7 @@ class Trainer(LightningAttributes):
         extra = check_callbacks(module.configure_callbacks())
         replaced = {type(cb) for cb in extra}
         self.callbacks = [cb for cb in self._user_callbacks if type(cb) not in replaced] + extra
+        check_unique_state_keys(self.callbacks)  # configure_callbacks may add a second one of a kind
         self._hooks = HookDispatcher(self, module, self.callbacks, profiler=active_profiler(self.profiler))
         if dm is not None or module_overrides(module, "prepare_data"):
             if strategy.local_rank == 0:  # as Lightning: the data module's first, then the module's
@@ -659,6 +665,7 @@ class Trainer(LightningAttributes):
         if stage in ("validate", "test"):
             return results_per_dataloader(run_evaluation(self, stage, self._eval_loaders, self._val_limits),
                                           len(self._eval_loaders), self._metrics.key_dataloaders)
+        warn_eval_modules(self.module)
         self._hooks.call("on_fit_start")
         if self._has_validation() and self.num_sanity_val_steps != 0:
             limits = self.num_sanity_val_batches

@@ -58,12 +58,14 @@ def build_checkpoint(trainer: Trainer, *, weights_only: bool = False) -> dict[st
     all_rng = strategy.all_gather_object(collect_rng_states())
     if weights_only:
         return checkpoint
+    from xtrain.core._internal.callback_states import callback_states  # refuses two callbacks sharing a state_key
+
     checkpoint.update({
         "optimizer_states": [strategy.optimizer_state_dict(opt) for opt in trainer.optimizers],
         "lr_schedulers": [config.scheduler.state_dict() for config in trainer.lr_scheduler_configs],
         "precision": strategy.precision.state_dict(),
         "loops": trainer._progress.state_dict(),
-        "callbacks": {cb.state_key: cb.state_dict() for cb in trainer.callbacks},
+        "callbacks": callback_states(trainer.callbacks),
         "loggers": [logger.state_dict() for logger in trainer.loggers],
         "rng": all_rng,
     })

@@ -9,14 +9,16 @@ already proven loadable (module, optimizers, schedulers, precision, loop counter
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
+from xtrain.core._internal.callback_states import check_unique_state_keys
 from xtrain.core._internal.manifest import check_manifest
 from xtrain.core._internal.metric_objects import load_metric_states
 from xtrain.core._internal.restore_plan import RestorePlan
+from xtrain.core._internal.sampler import shuffle_generator
 from xtrain.core._internal.state_dict import module_names
 from xtrain.core.errors import CheckpointError
 
@@ -61,6 +63,8 @@ def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, 
         raise CheckpointError(f"checkpoint {path!r} has no {', '.join(map(repr, lacking))} entr(ies), which every "
                               f"Trainer checkpoint holds; it is damaged or was not written by Trainer. Resume from "
                               f"another checkpoint, or load its weights only (read_checkpoint(path)['state_dict']).")
+    if fitting:  # a module's configure_callbacks may have added a callback sharing a state_key: refuse, load nothing
+        check_unique_state_keys(trainer.callbacks)
     trainer._hooks.call_module_first("on_load_checkpoint", checkpoint, between=configure_optimizers)
     plan_restore(trainer, checkpoint, path, fitting=fitting).check()
     strategy = trainer.strategy
@@ -72,10 +76,12 @@ def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, 
     try:
         strategy.load_module_state_dict(checkpoint["state_dict"], strict=strict_loading(trainer))
     except Exception as err:
-        roll_back(undo)
+        failed = roll_back(undo)
+        others = ("the run's other state was put back" if not failed else
+                  f"the run's other state was put back except {'; '.join(failed)}")
         raise CheckpointError(f"checkpoint {path!r}: the module refused its weights ({type(err).__name__}: "
-                              f"{str(err)[:300]}); the run's other state was put back, but weights loaded before "
-                              f"the error may have changed: rebuild the model before using it.") from err
+                              f"{str(err)[:300]}); {others}, but weights loaded before the error may have changed: "
+                              f"rebuild the model before using it.") from err
     if not fitting:
         return
     for opt, state in zip(trainer.optimizers, checkpoint["optimizer_states"], strict=True):
@@ -89,6 +95,17 @@ def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, 
     if checkpoint.get("metric_states") and same_world:
         load_metric_states(trainer.module, checkpoint["metric_states"][strategy.global_rank])
     trainer._pending_sampler = checkpoint.get("sampler")
+    _restore_shuffle_generator(trainer, trainer._pending_sampler)
+
+
+def _restore_shuffle_generator(trainer: Trainer, saved: dict[str, Any] | None) -> None:
+    """Set the user's shuffle generator (``DataLoader(generator=g)``) to its saved state, before the Trainer rebuilds
+    the loader around it: each epoch's seed is drawn from it. A checkpoint written before its state was saved
+    leaves it as it is (as then). The plan checked the state."""
+    generator = shuffle_generator(trainer._loaders.get("train"))
+    state = saved.get("generator_state") if saved is not None else None
+    if generator is not None and state is not None:
+        generator.set_state(state)
 
 
 def strict_loading(trainer: Trainer) -> bool:
@@ -131,7 +148,7 @@ def plan_restore(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fit
             plan.problems.append(f"rng: {len(rng)} rank state(s), but the manifest says world_size={world}")
         elif isinstance(rng, list) and world == strategy.world_size:
             plan.rng(rng[strategy.global_rank])
-        plan.sampler(checkpoint.get("sampler"))
+        plan.sampler(checkpoint.get("sampler"), shuffle_generator(trainer._loaders.get("train")))
     else:
         for name, target, saved in _user_states(trainer, checkpoint, fitting=False):
             plan.like(name, saved, target.state_dict())
@@ -181,23 +198,36 @@ def _small_states(trainer: Trainer, checkpoint: dict[str, Any], *, fitting: bool
     return found
 
 
-def apply_with_rollback(path: str, targets: list[tuple[str, Any, Any]]) -> list[Callable[[], None]]:
+def apply_with_rollback(path: str, targets: list[tuple[str, Any, Any]]) -> list[tuple[str, Callable[[], None]]]:
     """``target.load_state_dict(state)`` for each ``(name, target, state)``; if one refuses, undo those before it.
 
-    Returns the steps that undo them all, for a caller whose next step may still fail.
+    The refusing target is put back too (its ``load_state_dict`` may have set some fields before raising). Putting a
+    state back runs user code that can fail as well (a callback whose fresh ``state_dict()`` its own
+    ``load_state_dict`` cannot take): every state is still tried, so one failed undo does not leave the states
+    before it loaded, and the :class:`CheckpointError` names those that could not be put back.
+
+    Returns the ``(name, step)`` pairs that undo them all, for a caller whose next step may still fail (pass them to
+    :func:`roll_back`).
     """
-    undo: list[Callable[[], None]] = []
+    undo: list[tuple[str, Callable[[], None]]] = []
     for name, target, state in targets:
         before = target.state_dict()
         try:
             target.load_state_dict(state)
         except Exception as err:
-            target.load_state_dict(before)
-            roll_back(undo)
+            failed = roll_back([*undo, (name, _restorer(target, before))])
             raise CheckpointError(f"checkpoint {path!r}: {name} refused its saved state ({type(err).__name__}: "
-                                  f"{err}); nothing was loaded.") from err
-        undo.append(_restorer(target, before))
+                                  f"{str(err)[:300]}); {_outcome(failed)}") from err
+        undo.append((name, _restorer(target, before)))
     return undo
+
+
+def _outcome(failed: list[str]) -> str:
+    """What a refused restore left behind, for its message."""
+    if not failed:
+        return "nothing was loaded."
+    return (f"the other states were put back, but putting back the state of {'; '.join(failed)} failed: it may now hold "
+            f"the checkpoint's state or a partial one. Rebuild it (e.g. new callbacks and a new Trainer) before use.")
 
 
 class _ExtraState:
@@ -230,10 +260,22 @@ def extra_states(module: nn.Module, state: Any) -> list[tuple[str, Any, Any]]:
     return found
 
 
-def roll_back(undo: list[Callable[[], None]]) -> None:
-    """Run the steps :func:`apply_with_rollback` returned, newest first."""
-    for step in reversed(undo):
-        step()
+def roll_back(undo: Sequence[tuple[str, Callable[[], None]] | Callable[[], None]]) -> list[str]:
+    """Run the ``(name, step)`` pairs :func:`apply_with_rollback` returned (or bare steps), newest first.
+
+    Every step runs even when one raises: stopping at the first would leave the states before it loaded. Returns
+    ``"<name> (<error>)"`` for each step that failed (unnamed steps are numbered), for the caller's message.
+    """
+    failed: list[str] = []
+    steps = list(undo)
+    for i in range(len(steps) - 1, -1, -1):
+        entry = steps[i]
+        name, step = entry if isinstance(entry, tuple) else (f"state #{i + 1}", entry)
+        try:
+            step()
+        except Exception as err:  # noqa: BLE001 - every failure is reported, none stops the others
+            failed.append(f"{name} ({type(err).__name__}: {str(err)[:120]})")
+    return failed
 
 
 def _restorer(target: Any, before: Any) -> Callable[[], None]:

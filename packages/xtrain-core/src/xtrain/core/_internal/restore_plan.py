@@ -158,16 +158,36 @@ class RestorePlan:
         finally:
             restore_rng_states(live)
 
-    def sampler(self, state: Any) -> None:
-        """The resumable sampler's state: an epoch number and a seed."""
+    def sampler(self, state: Any, generator: torch.Generator | None = None) -> None:
+        """The resumable sampler's state: an epoch number, a seed and, when the seeds were drawn from the user's
+        generator, that generator's state (``generator``: the run's own, which it will be loaded into)."""
         if state is None:
             return
-        ok = isinstance(state, dict) and set(state) == {"epoch", "epoch_seed"} and all(
+        ok = isinstance(state, dict) and set(state) - {"generator_state"} == {"epoch", "epoch_seed"} and all(
             (isinstance(v, int) and not isinstance(v, bool) and 0 <= v < _INT64) or (k == "epoch_seed" and v is None)
-            for k, v in state.items())
+            for k, v in state.items() if k != "generator_state")
         if not ok:
             self.problems.append(f"sampler: {str(state)[:100]} is not {{'epoch': int, 'epoch_seed': int}} with "
                                  f"both in [0, 2**63)")
+        elif "generator_state" in state:
+            self._generator_state(state["generator_state"], generator)
+
+    def _generator_state(self, saved: Any, generator: torch.Generator | None) -> None:
+        """A saved ``Generator.get_state()``: a uint8 vector the generator (or a CPU one) takes, tried on a scratch
+        generator so that a wrong one is refused here rather than half-way through the restore."""
+        scratch = torch.Generator(device=generator.device if generator is not None else "cpu")
+        size = scratch.get_state().numel()
+        if not isinstance(saved, torch.Tensor) or saved.dtype != torch.uint8 or saved.dim() != 1 \
+                or saved.numel() != size or saved.layout != torch.strided or saved.is_meta:
+            kind = f"a {saved.dtype} tensor of shape {tuple(saved.shape)}" if isinstance(saved, torch.Tensor) else \
+                f"a {type(saved).__name__}"
+            self.problems.append(f"sampler.generator_state: {kind}, not the {size} bytes (torch.uint8) of a "
+                                 f"{scratch.device.type} generator's state")
+            return
+        try:
+            scratch.set_state(saved)
+        except Exception as err:  # noqa: BLE001 - whatever the generator rejects is one problem
+            self.problems.append(f"sampler.generator_state: {type(err).__name__}: {str(err)[:200]}")
 
     def entries(self, checkpoint: dict[str, Any], kinds: dict[str, type | tuple[type, ...]]) -> None:
         """Entries that must have a container type when present (callback states, scheduler states...)."""

@@ -22,7 +22,7 @@ import torch
 from torch.utils.data import BatchSampler, Dataset, Sampler
 
 __all__ = ["ResumableSampler", "SeededBatch", "SeededBatchSampler", "SeededDataset", "mix_seed", "shard",
-           "shard_size"]
+           "shard_size", "shuffle_generator"]
 
 _MASK64 = (1 << 64) - 1
 _T = TypeVar("_T")
@@ -94,6 +94,16 @@ class ResumableSampler(Sampler[int]):
         self.epoch_seed: int | None = None
         self._resume_offset: int | None = None
         self._resume_seed: int | None = None
+        self._resume_generator: torch.Tensor | None = None
+
+    @property
+    def draws_from_generator(self) -> bool:
+        """Whether each epoch's seed is drawn from the user's own generator (``DataLoader(generator=g)``).
+
+        The global generators travel in the checkpoint's ``rng`` entry; a user's generator does not, so its state
+        goes into :meth:`state_dict` (else a resumed run would draw its next epochs' seeds from a fresh generator).
+        """
+        return self.generator is not None and self.shuffle and self.num_replicas is None
 
     def __len__(self) -> int:
         if self.num_replicas is None:
@@ -105,12 +115,23 @@ class ResumableSampler(Sampler[int]):
         self.epoch = epoch
 
     def resume(self, *, epoch_seed: int | None, offset: int) -> None:
-        """Make the next iteration repeat the epoch whose seed was ``epoch_seed``, skipping ``offset`` samples."""
+        """Make the next iteration repeat the epoch whose seed was ``epoch_seed``, skipping ``offset`` samples.
+
+        The user's generator (already set to its saved state, which follows this epoch's draws) is snapshotted here
+        and put back when the iteration starts: ``iter(loader)`` draws the DataLoader's base seed from it in between,
+        a draw the uninterrupted run made before the checkpoint, so without this the resumed run would be one draw
+        ahead from the next epoch on.
+        """
         self._resume_seed = epoch_seed
         self._resume_offset = offset
+        self._resume_generator = self.generator.get_state() if self.draws_from_generator else None  # type: ignore[union-attr]
 
     def state_dict(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "epoch_seed": self.epoch_seed}
+        """The epoch, its seed and, when the seeds come from the user's generator, that generator's state."""
+        state: dict[str, Any] = {"epoch": self.epoch, "epoch_seed": self.epoch_seed}
+        if self.draws_from_generator:
+            state["generator_state"] = self.generator.get_state()  # type: ignore[union-attr]
+        return state
 
     def _indices(self) -> list[int]:
         if self.num_replicas is None:
@@ -132,12 +153,30 @@ class ResumableSampler(Sampler[int]):
         if self._resume_offset is not None:
             offset, self.epoch_seed = self._resume_offset, self._resume_seed
             self._resume_offset = self._resume_seed = None
+            if self._resume_generator is not None:
+                self.generator.set_state(self._resume_generator)  # type: ignore[union-attr]
+                self._resume_generator = None
         elif self.num_replicas is None and self.shuffle:
             # The draw RandomSampler makes, from the same generator, so runs match a plain PyTorch loop.
             self.epoch_seed = int(torch.empty((), dtype=torch.int64).random_(generator=self.generator).item())
         else:
             self.epoch_seed = mix_seed(self.seed, self.epoch, torch.initial_seed())
         yield from self._indices()[offset:]
+
+
+def shuffle_generator(loader: Any) -> torch.Generator | None:
+    """The user's generator that a :class:`ResumableSampler` built for ``loader`` draws its epochs' seeds from.
+
+    ``DataLoader(shuffle=True, generator=g)`` hands ``g`` to its ``RandomSampler``; ``prepare_dataloader`` passes
+    that sampler's generator on. The restore sets it to its saved state before the Trainer rebuilds the loader (the
+    rebuilt sampler shares it), which is how a resumed run draws the seeds an uninterrupted one would.
+    """
+    from torch.utils.data import DataLoader, RandomSampler
+
+    sampler = loader.sampler if isinstance(loader, DataLoader) else None
+    if type(sampler) is RandomSampler and isinstance(sampler.generator, torch.Generator):
+        return sampler.generator
+    return None
 
 
 class SeededBatch(list[int]):

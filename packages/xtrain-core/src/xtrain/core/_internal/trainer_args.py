@@ -14,8 +14,8 @@ from xtrain.core.callbacks.callback import Callback
 from xtrain.core.errors import ConfigError
 from xtrain.core.loggers.logger import Logger, PathStr
 
-__all__ = ["Limits", "RunFlags", "barebones_settings", "check_callbacks", "check_loggers", "parse_max_time",
-           "parse_run_flags", "parse_settings", "warn_minimum_over_maximum"]
+__all__ = ["Limits", "RunFlags", "barebones_settings", "check_callbacks", "check_loggers", "check_progress_bars",
+           "parse_max_time", "parse_run_flags", "parse_settings", "warn_minimum_over_maximum"]
 
 
 class Limits(NamedTuple):
@@ -152,6 +152,16 @@ def check_callbacks(callbacks: object) -> list[Callback]:
             raise ConfigError("callbacks", cb, "is not a Callback.",
                               fix="pass instances of xtrain.core.callbacks.Callback subclasses.")
     return list(items)
+
+
+def check_progress_bars(callbacks: list[Callback]) -> None:
+    """Refuse two progress bars, as Lightning does: both would draw over each other."""
+    from xtrain.core.callbacks import ProgressBar
+
+    bars = [type(cb).__name__ for cb in callbacks if isinstance(cb, ProgressBar)]
+    if len(bars) > 1:
+        raise ConfigError("callbacks", bars, "holds more than one progress bar; only one can draw.",
+                          fix="keep one of them.")
 
 
 def check_loggers(logger: object, root: str | Path) -> list[Logger]:

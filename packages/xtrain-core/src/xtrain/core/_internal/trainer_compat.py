@@ -6,6 +6,7 @@ real Lightning projects (lightning-hydra-template reads ``trainer.model`` in ``c
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,15 @@ def shaped_as(given: Any, loaders: list[Any]) -> Any:
     return list(loaders) if isinstance(given, list) else loaders[0]
 
 
+@functools.cache
+def _lightning_attributes() -> dict[str, str]:
+    """What to write instead of each Trainer attribute of Lightning's that xtrain names otherwise or lacks."""
+    from xtrain.core._internal.migrate.rules import RULES, Section  # the rule table only, read on the first miss
+
+    return {r.lightning: f"it is trainer.{r.xtrain} in xtrain" if r.xtrain else r.note
+            for r in RULES if r.section is Section.TRAINER_API and "." not in r.lightning}
+
+
 class LightningAttributes:
     """Read-only Lightning names on :class:`~xtrain.core.Trainer` (mixed in)."""
 
@@ -48,6 +58,21 @@ class LightningAttributes:
 
     def _stage(self) -> str | None:
         return getattr(self, "state", None)
+
+    if not TYPE_CHECKING:  # for type checkers a __getattr__ would make every misspelt attribute Any
+
+        def __getattr__(self, name: str) -> Any:
+            """Only called for a name the Trainer lacks: Lightning's (``trainer.lightning_module``) get a hint naming
+            xtrain's, so a script ported by hand learns the new name instead of reading a bare AttributeError."""
+            found = getattr(type(self), name, None)
+            if isinstance(found, property) and found.fget is not None:
+                return found.fget(self)  # a property that raised AttributeError inside: let that error show
+            message = f"{type(self).__name__!r} object has no attribute {name!r}"
+            hint = None if name.startswith("_") else _lightning_attributes().get(name)
+            if hint is not None:
+                message += f"; Lightning's trainer.{name}: {hint}. To convert a whole Lightning script, run: " \
+                           "xtrain migrate <file>"
+            raise AttributeError(message, name=name, obj=self)
 
     @property
     def model(self) -> nn.Module | None:

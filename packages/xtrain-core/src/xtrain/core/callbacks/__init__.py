@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 from xtrain.core.callbacks.callback import Callback
@@ -56,7 +57,11 @@ def default_progress_bar() -> ProgressBar:
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(name)
+        if name.startswith("_"):
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from xtrain.core._internal.migrate.hints import missing_name_error  # a Lightning name gets a hint naming ours
+
+        raise missing_name_error(sys.modules[__name__], name, sys._getframe(1))
     import importlib
 
     return getattr(importlib.import_module(f"xtrain.core.callbacks.{module}"), name)

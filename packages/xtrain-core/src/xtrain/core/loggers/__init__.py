@@ -4,6 +4,7 @@ names), imported only when such a logger is used."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,4 +30,8 @@ def __getattr__(name: str) -> Any:
         import importlib
 
         return getattr(importlib.import_module(f"xtrain.core.loggers.{_LAZY[name]}"), name)
-    raise AttributeError(name)
+    if name.startswith("_"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from xtrain.core._internal.migrate.hints import missing_name_error  # a Lightning name gets a hint naming ours
+
+    raise missing_name_error(sys.modules[__name__], name, sys._getframe(1))

@@ -72,15 +72,18 @@ class MLFlowLogger(TrackerLogger):
     With ``ckpt_path="auto"`` the run is tagged ``xtrain.run_name`` with the run's identity, and a restart finds and
     continues it.
 
+    The first five arguments may be given by position, in Lightning's order (``MLFlowLogger("experiment")`` names
+    the experiment, as it does there); the others by keyword.
+
     Args:
-        save_dir: Where the default store (``save_dir/mlflow.db``, artifacts in ``save_dir/mlartifacts``) and, by
-            default, the checkpoints (``save_dir/<experiment id>/<run id>/checkpoints``) go.
         experiment_name: The MLflow experiment (created when missing).
         run_name: The run's display name.
         tracking_uri: The store: ``sqlite:///path.db``, ``http://host:5000``, ... (default: the
-            ``MLFLOW_TRACKING_URI`` environment variable, else the SQLite file above).
+            ``MLFLOW_TRACKING_URI`` environment variable, else the SQLite file below).
         tags: Tags of the run (MLflow's context tags, ``mlflow.user`` and the like, are added as
             ``mlflow.start_run`` adds them).
+        save_dir: Where the default store (``save_dir/mlflow.db``, artifacts in ``save_dir/mlartifacts``) and, by
+            default, the checkpoints (``save_dir/<experiment id>/<run id>/checkpoints``) go.
         log_model: Upload checkpoints under the run's ``checkpoints/`` artifacts: ``True`` when the run ends,
             ``"all"`` as saved.
         prefix: Put ``prefix-`` before every metric name, as Lightning's ``prefix``.
@@ -91,9 +94,10 @@ class MLFlowLogger(TrackerLogger):
             MLflow's default.
     """
 
-    def __init__(self, save_dir: str | os.PathLike[str] = ".", *, experiment_name: str = "xtrain_logs",
-                 run_name: str | None = None, tracking_uri: str | None = None, tags: dict[str, Any] | None = None,
-                 log_model: LogModel = False, prefix: str = "", run_id: str | None = None,
+    def __init__(self, experiment_name: str = "xtrain_logs", run_name: str | None = None,
+                 tracking_uri: str | None = None, tags: dict[str, Any] | None = None,
+                 save_dir: str | os.PathLike[str] = ".", *, log_model: LogModel = False, prefix: str = "",
+                 run_id: str | None = None,
                  artifact_location: str | None = None, synchronous: bool | None = None) -> None:
         if importlib.util.find_spec("mlflow") is None:
             raise ConfigError("logger", "MLFlowLogger", "needs the mlflow package.",

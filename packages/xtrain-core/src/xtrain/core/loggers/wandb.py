@@ -48,13 +48,16 @@ class WandbLogger(TrackerLogger):
     open; the run ends when :meth:`finish` is called, when a stage fails or is interrupted (then with exit code 1,
     so a resumed attempt starts cleanly), or when the interpreter exits.
 
+    The first four arguments may be given by position, in Lightning's order (``WandbLogger("run-name")`` names the
+    run, as it does there); the others by keyword.
+
     Args:
+        name: The run's display name (default: chosen by W&B).
         save_dir: Where W&B's local files go (``save_dir/wandb``) and, by default, the checkpoints
             (``save_dir/project/<run id>/checkpoints``).
-        project: The W&B project.
-        name: The run's display name (default: chosen by W&B).
         version: The run id (default: a new random id).
         offline: Write locally only; upload later with ``wandb sync``.
+        project: The W&B project.
         log_model: Upload checkpoints as ``model`` artifacts: ``True`` at the end of each successful stage,
             ``"all"`` as saved.
         prefix: Put ``prefix-`` before every metric name, as Lightning's ``prefix``.
@@ -67,8 +70,8 @@ class WandbLogger(TrackerLogger):
             ``WandbLogger`` does; ``id`` is taken as ``version``.
     """
 
-    def __init__(self, save_dir: str | os.PathLike[str] = ".", *, project: str = "xtrain_logs", name: str | None = None,
-                 version: str | None = None, offline: bool = False, log_model: LogModel = False, prefix: str = "",
+    def __init__(self, name: str | None = None, save_dir: str | os.PathLike[str] = ".", version: str | None = None,
+                 offline: bool = False, *, project: str = "xtrain_logs", log_model: LogModel = False, prefix: str = "",
                  checkpoint_name: str | None = None, entity: str | None = None, group: str | None = None,
                  tags: list[str] | None = None, init_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if importlib.util.find_spec("wandb") is None:

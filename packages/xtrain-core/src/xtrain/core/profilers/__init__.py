@@ -8,6 +8,7 @@ pays nothing.
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any
 
 from xtrain.core.profilers.profiler import PassThroughProfiler, Profiler
@@ -20,4 +21,8 @@ _LAZY = {"SimpleProfiler": "simple", "AdvancedProfiler": "advanced", "PyTorchPro
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(f"xtrain.core.profilers.{_LAZY[name]}"), name)
-    raise AttributeError(name)
+    if name.startswith("_"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from xtrain.core._internal.migrate.hints import missing_name_error  # a Lightning name gets a hint naming ours
+
+    raise missing_name_error(sys.modules[__name__], name, sys._getframe(1))

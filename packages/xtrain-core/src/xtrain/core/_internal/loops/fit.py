@@ -142,6 +142,7 @@ class FitLoop:
             t._setup_dataloaders("fit")
         loader = t._train_loader
         sampler = resumable_sampler(loader)
+        self._restore_shuffle_generator(sampler)
         resumed = p.batches_in_epoch > 0
         total = t.num_training_batches
         t._metrics.begin("train")
@@ -177,6 +178,15 @@ class FitLoop:
         if source is not None:  # uneven inputs: every rank continues from the rank that trained longest
             p.global_step, p.total_batches = t.strategy.broadcast((p.global_step, p.total_batches), src=source)
         self._epoch_end(completed)
+
+    def _restore_shuffle_generator(self, sampler: Any) -> None:
+        """Set the shuffle generator of the loader to the state the checkpoint saved, at the first epoch after a
+        restore: a generator built in ``train_dataloader()`` exists only now (the restore set one passed to ``fit``
+        already; setting it again to the same state changes nothing)."""
+        saved = self.trainer._pending_sampler
+        state = saved.pop("generator_state", None) if saved is not None else None
+        if state is not None and sampler is not None and sampler.draws_from_generator:
+            sampler.generator.set_state(state)
 
     def _resume_sampler(self, loader: Any, sampler: Any) -> None:
         t = self.trainer
