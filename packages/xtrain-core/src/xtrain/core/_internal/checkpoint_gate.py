@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from xtrain.core._internal.bounded import check_checkpoint_hparams
-from xtrain.core._internal.integrity import verify_files, verify_zip
+from xtrain.core._internal.integrity import ALGORITHM, verify_files, verify_zip
 from xtrain.core._internal.manifest import check_manifest
 from xtrain.core._internal.safe_metadata import check_metadata, load_metadata
 from xtrain.core.errors import CheckpointError
@@ -32,6 +32,8 @@ __all__ = ["inspect_checkpoint", "peek_manifest", "read_checkpoint", "read_full_
 
 _ACCESS = {errno.EACCES, errno.EPERM, errno.EIO, errno.EROFS, errno.ENOENT, errno.EISDIR}
 """Errors of the file system, not of the bytes: the message points at permissions and the disk."""
+_UNVERIFIED = ("Resume from an earlier checkpoint, or load it unverified (TorchCheckpointIO(checksums=False)) if you "
+               "trust it.")
 
 
 def read_checkpoint(path: str | Path, *, template: Mapping[str, Any] | None = None, verify: bool = True,
@@ -96,8 +98,7 @@ def read_full_file(path: str | Path, *, verify: bool = True, map_location: Any =
     if not file.is_file():
         raise CheckpointError(f"checkpoint {str(file)!r} does not exist (or is not a file).")
     try:
-        if verify:
-            verify_zip(file)
+        verified = verify_zip(file) if verify else True
         loaded = torch.load(file, map_location=map_location, weights_only=True)
     except CheckpointError:
         raise
@@ -120,6 +121,10 @@ def read_full_file(path: str | Path, *, verify: bool = True, map_location: Any =
         raise CheckpointError(f"checkpoint {str(file)!r} holds a {type(loaded).__name__}, not a checkpoint dict.")
     if "xtrain" in loaded:
         check_manifest(loaded["xtrain"], str(file))
+        if not verified and loaded["xtrain"].get("checksums") == ALGORITHM:
+            raise CheckpointError(f"checkpoint {str(file)!r}: its manifest says it was sealed with a CRC-32 when it "
+                                  f"was written, but it carries none (its end was rewritten, or it was saved with "
+                                  f"another tool since), so it cannot be verified. {_UNVERIFIED}")
     check_checkpoint_hparams(loaded, str(file))
     return loaded
 
@@ -152,7 +157,9 @@ def _malformed_is_refused(path: str | Path) -> Iterator[None]:
         yield
     except CheckpointError:
         raise
-    except (OSError, RecursionError, TypeError, ValueError, KeyError, IndexError, AttributeError) as err:
+    except (OSError, RuntimeError, MemoryError, TypeError, ValueError, KeyError, IndexError, AttributeError) as err:
+        # RuntimeError (RecursionError, or torch refusing an allocation a crafted shape asks for) and MemoryError:
+        # only the file's bytes run here, never user code, so they are the file's fault like the others.
         raise _damaged(path, err) from err
 
 

@@ -6,8 +6,12 @@ covers as whatever the destination held. Boxes inside the tensor whose volumes s
 exactly when they are also pairwise disjoint, which is checked here on the grid their edges cut the tensor into:
 each box adds one to the grid cells it spans (a difference array, prefix-summed once), and every cell must end at one.
 
-Real layouts are products of per-dim splits, so the grid has about as many cells as there are boxes; a layout whose
-grid is far larger than that is refused rather than checked, which bounds the work a crafted file can cause.
+Only the dims some box splits take part (a dim every box spans whole, a size-1 dim above all, changes nothing).
+Real layouts are products of per-dim splits along one to three dims (FSDP, tensor parallel, expert parallel), so
+the grid has about as many cells as there are boxes. A tensor split along more than ``MAX_SPLIT_DIMS`` dims, or
+whose grid (the difference array: one more point than cells along each dim) is far larger than its box count, is
+refused rather than checked: that bounds the work and memory a crafted file can cause (a box adds at each of its
+``2**dims`` corners), which would otherwise double with every dim it declares.
 """
 
 from __future__ import annotations
@@ -18,7 +22,10 @@ from collections.abc import Sequence
 
 import torch
 
-__all__ = ["tiling_problem"]
+__all__ = ["MAX_SPLIT_DIMS", "tiling_problem"]
+
+MAX_SPLIT_DIMS = 6
+"""The most dims a tensor's chunks may split it along (each box adds at ``2**dims`` corners of the grid)."""
 
 _MAX_CELLS_PER_BOX = 16
 _MIN_CELLS = 4096
@@ -42,7 +49,13 @@ def tiling_problem(shape: Sequence[int], boxes: Sequence[Box]) -> str | None:
     split = [d for d, dim in enumerate(shape) if any(s[d] != dim for _, s in solid)]
     if len(split) == 1:
         return _split_problem(shape, solid, split[0])
-    return _grid_problem(shape, solid)
+    if len(split) > MAX_SPLIT_DIMS:
+        return (f"are split along {len(split)} of its dims, more than the {MAX_SPLIT_DIMS} xtrain checks (no "
+                f"sharding splits a tensor along more than a few)")
+    if not split:  # boxes each the whole tensor: the volume check above already refused two of them
+        return _OVERLAP.format(n=len(solid), at=[0] * len(shape))
+    return _grid_problem([shape[d] for d in split], [([o[d] for d in split], [z[d] for d in split]) for o, z in solid],
+                         split, len(shape))
 
 
 def _split_problem(shape: Sequence[int], solid: list[tuple[tuple[int, ...], tuple[int, ...]]], dim: int) -> str | None:
@@ -57,13 +70,17 @@ def _split_problem(shape: Sequence[int], solid: list[tuple[tuple[int, ...], tupl
     return None
 
 
-def _grid_problem(shape: Sequence[int], solid: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> str | None:
-    """Boxes that split several dims: counted on the grid their edges cut the tensor into."""
+def _grid_problem(shape: Sequence[int], solid: Sequence[Box], dims: Sequence[int], ndim: int) -> str | None:
+    """Boxes that split several dims: counted on the grid their edges cut the tensor into.
+
+    ``shape`` and ``solid`` are the tensor and boxes projected onto the dims some box splits (``dims`` of the
+    tensor's ``ndim``); a place found is reported in the tensor's own coordinates.
+    """
     offsets = torch.tensor([o for o, _ in solid], dtype=torch.int64).T.contiguous()
     ends = offsets + torch.tensor([s for _, s in solid], dtype=torch.int64).T
     cuts = [torch.unique(torch.cat([offsets[d], ends[d], torch.tensor([0, dim])])) for d, dim in enumerate(shape)]
     cells = math.prod(len(c) - 1 for c in cuts)
-    if cells > max(_MAX_CELLS_PER_BOX * len(solid), _MIN_CELLS):
+    if math.prod(len(c) for c in cuts) > max(_MAX_CELLS_PER_BOX * len(solid), _MIN_CELLS):
         return (f"are {len(solid)} chunks laid out so irregularly that their edges cut it into {cells} pieces, which "
                 f"no sharding writes")
     first = [torch.searchsorted(c, offsets[d]) for d, c in enumerate(cuts)]
@@ -80,6 +97,8 @@ def _grid_problem(shape: Sequence[int], solid: list[tuple[tuple[int, ...], tuple
         found = wrong.nonzero()
         if len(found):
             cell = tuple(int(i) for i in found[0])
-            at = [int(cuts[d][i]) for d, i in enumerate(cell)]
+            at = [0] * ndim
+            for d, i in enumerate(cell):
+                at[dims[d]] = int(cuts[d][i])
             return what.format(n=int(count[cell]), at=at)
     return None

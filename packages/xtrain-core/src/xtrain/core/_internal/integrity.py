@@ -27,6 +27,9 @@ _LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")
 _TAG = b"xtrain-crc32:"
 _TRAILER = len(_TAG) + 8
 _END_RECORD = 22
+_END_SIGNATURE = b"PK\x05\x06"
+_ZIP_START = b"PK\x03\x04"
+_MAX_COMMENT = 0xFFFF
 _ELSEWHERE = ("Resume from an earlier checkpoint, or load it unverified (TorchCheckpointIO(checksums=False)) if you "
               "verify it elsewhere.")
 
@@ -112,17 +115,24 @@ def file_checksum(path: Path) -> tuple[int, int]:
 
 
 def verify_files(root: Path, expected: dict[str, Any], *, checkpoint: str) -> None:
-    """Compare every file named in a sharded manifest's checksum list with its bytes on disk."""
+    """Compare every file named in a sharded manifest's checksum list with its bytes on disk.
+
+    Sizes are compared first, from the file system: a crafted list naming a multi-gigabyte (or sparse) file is
+    refused at once instead of after reading all of it.
+    """
     for name, entry in expected.items():
         crc, size = entry
-        if (root / name).is_symlink() or not (root / name).is_file():
-            raise CheckpointError(f"checkpoint {checkpoint!r}: the file {str(root / name)!r} its manifest lists is "
+        file = root / name
+        if file.is_symlink() or not file.is_file():
+            raise CheckpointError(f"checkpoint {checkpoint!r}: the file {str(file)!r} its manifest lists is "
                                   f"missing, a symlink or not a plain file. Resume from an earlier checkpoint.")
-        found = file_checksum(root / name)
-        if found != (crc, size):
+        actual = file.stat().st_size
+        found = file_checksum(file)[0] if actual == size else None
+        if found != crc:
+            shown = "not computed" if found is None else f"{found:08x}"
             raise CheckpointError(
-                f"checkpoint {checkpoint!r}: the file {str(root / name)!r} does not match the checksum its manifest "
-                f"recorded (size {found[1]} vs {size} bytes, crc32 {found[0]:08x} vs {crc:08x}): it was corrupted "
+                f"checkpoint {checkpoint!r}: the file {str(file)!r} does not match the checksum its manifest "
+                f"recorded (size {actual} vs {size} bytes, crc32 {shown} vs {crc:08x}): it was corrupted "
                 f"or changed after it was written. Resume from an earlier checkpoint.")
 
 
@@ -142,38 +152,62 @@ def seal_zip(f: IO[bytes], hashed: HashingStream) -> None:
 def _sealed(path: Path, size: int) -> int | None:
     """The CRC-32 a sealed archive carries, or ``None`` if it carries none.
 
-    The end record is looked for in the bytes a seal occupies; one whose comment does not end the file exactly, or
-    that has a seal's length but not a seal, means damage there: without this, a flipped byte in the trailer would
-    turn verification off instead of failing it.
+    The end record is looked for as far back as a zip comment reaches (64 KiB), and its comment must end the file
+    exactly: an end record followed by other bytes (appended data, or a cut or flipped comment length) means damage
+    there. Without this, bytes appended after a seal moved it out of sight and turned verification off instead of
+    failing it (zip readers, torch's included, ignore data after the archive). A file that neither starts as a zip
+    archive nor carries a seal is left alone: torch's legacy (pre-zip) format ends with raw tensor bytes, in which
+    the end record's signature may occur by chance.
     """
-    window = min(size, _END_RECORD + _TRAILER + 64)
+    window = min(size, _END_RECORD + _MAX_COMMENT)
     with path.open("rb") as f:
+        head = f.read(len(_ZIP_START))
         f.seek(size - window)
         tail = f.read()
-    at = tail.rfind(b"PK\x05\x06")
+    if head != _ZIP_START and _TAG not in tail:
+        return None
+    at = tail.rfind(_END_SIGNATURE)
     if at < 0:
-        return None  # no end record near the end: not a zip archive, or one with a long comment of its own
-    length = struct.unpack_from("<H", tail, at + _END_RECORD - 2)[0] if at + _END_RECORD <= len(tail) else -1
-    comment = tail[at + _END_RECORD:]
-    if len(comment) != length:
-        raise CheckpointError(f"checkpoint {str(path)!r}: its zip end record is cut short or announces a comment "
-                              f"of another length ({length} bytes, the file has {len(comment)}): it is torn or was "
-                              f"changed after it was written. "
+        return None  # no end record within reach: not a zip archive; torch.load judges what it is
+    first = at
+    while at >= 0 and not _ends_file(tail, at):
+        at = tail.rfind(_END_SIGNATURE, 0, at)
+    if at < 0:
+        length = struct.unpack_from("<H", tail, first + _END_RECORD - 2)[0] if first + _END_RECORD <= len(tail) else -1
+        raise CheckpointError(f"checkpoint {str(path)!r}: its zip end record is cut short, or is followed by bytes "
+                              f"that are not the comment it announces ({length} bytes announced, "
+                              f"{len(tail) - first - _END_RECORD} follow it): it is torn or was changed (e.g. "
+                              f"appended to) after it was written, or a CheckpointIO plugin wrote it in a format of "
+                              f"its own (then read it with that plugin: the Trainer(plugins=[...]) that saved it). "
                               f"{_ELSEWHERE}")
-    if length != _TRAILER:
+    comment = tail[at + _END_RECORD:]
+    if len(comment) != _TRAILER:
         return None
     digits = comment[len(_TAG):]
-    if not comment.startswith(_TAG) or len(digits) != 8 or not all(c in b"0123456789abcdef" for c in digits):
+    if not comment.startswith(_TAG) or not all(c in b"0123456789abcdef" for c in digits):
         raise CheckpointError(f"checkpoint {str(path)!r}: the checksum written at its end is damaged "
                               f"({comment!r}), so the file cannot be verified. {_ELSEWHERE}")
     return int(digits, 16)
 
 
-def verify_zip(path: Path) -> None:
+def _ends_file(tail: bytes, at: int) -> bool:
+    """Whether the end record at ``at`` of ``tail`` (the file's last bytes) and the comment it announces end the file."""
+    if at + _END_RECORD > len(tail):
+        return False
+    length: int = struct.unpack_from("<H", tail, at + _END_RECORD - 2)[0]
+    return at + _END_RECORD + length == len(tail)
+
+
+def verify_zip(path: Path) -> bool:
     """Check a ``torch.save`` zip archive: against its sealed CRC-32, or else every record against its own.
 
     Archives written by torch with ``torch.utils.serialization.config.save.compute_crc32 = False`` and not sealed
-    store 0 for every record; they cannot be verified and pass unchecked (one flipped byte cannot zero every CRC).
+    store 0 for every record (so do xtrain's with ``checksums=False``, and the rest file of a sharded checkpoint,
+    which its manifest's list covers); they cannot be verified and pass unchecked (one flipped byte cannot zero every
+    CRC). The caller refuses such a file when its manifest says it was sealed.
+
+    Returns:
+        Whether the bytes were verified: ``False`` for a file that carries no checksum at all.
     """
     size = path.stat().st_size
     expected = _sealed(path, size)
@@ -186,17 +220,18 @@ def verify_zip(path: Path) -> None:
             raise CheckpointError(
                 f"checkpoint {str(path)!r} does not match the CRC-32 written with it ({found:08x} vs {expected:08x}): "
                 f"the file was corrupted after it was written. {_ELSEWHERE}")
-        return
+        return True
     if not zipfile.is_zipfile(path):
-        return  # torch's legacy (pre-zip) format carries no checksum; torch.load(weights_only=True) judges it
+        return False  # torch's legacy (pre-zip) format carries no checksum; torch.load(weights_only=True) judges it
     with path.open("rb") as f, zipfile.ZipFile(f) as archive:
         records = [info for info in archive.infolist() if info.file_size]
         if not records or all(info.CRC == 0 for info in records):
-            return
+            return False
         size = path.stat().st_size
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view, memoryview(view) as whole:
             for info in records:
                 _verify_record(path, whole, info, size)
+    return True
 
 
 def _verify_record(path: Path, whole: memoryview, info: zipfile.ZipInfo, size: int) -> None:

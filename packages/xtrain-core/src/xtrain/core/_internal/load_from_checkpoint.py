@@ -25,6 +25,7 @@ from xtrain.core.errors import CheckpointError
 __all__ = ["load_datamodule", "load_module", "read_for_loading"]
 
 _T = TypeVar("_T")
+_DAMAGED = "the file is damaged or was not written by xtrain."
 
 
 def read_for_loading(path: str | Path, map_location: Any) -> dict[str, Any]:
@@ -42,20 +43,33 @@ def read_for_loading(path: str | Path, map_location: Any) -> dict[str, Any]:
 
 
 def _init_kwargs(cls: type, checkpoint: dict[str, Any], prefix: str, overrides: dict[str, Any],
-                 from_file: dict[str, Any] | None) -> dict[str, Any]:
+                 from_file: dict[str, Any] | None, path: str | Path) -> dict[str, Any]:
+    """The keyword arguments ``cls`` is built with: the saved hyperparameters (or a hparams_file's), updated with the
+    caller's ``overrides``; passed whole as one Namespace or dict argument when the file names one (hparams_name).
+
+    The entries come from the file, so each is checked before use and every problem is a :class:`CheckpointError`
+    naming ``path`` (``ckpt_path="auto"``, the CLI and the caller all rely on that).
+    """
     if from_file is not None:  # as Lightning: a hparams_file's values replace the saved ones
         checkpoint[f"{prefix}hyper_parameters"] = from_file
-    saved = checkpoint.get(f"{prefix}hyper_parameters") or {}
+    saved = checkpoint.get(f"{prefix}hyper_parameters")
+    if saved is None or (isinstance(saved, (list, tuple, str, bytes)) and not saved):
+        saved = {}
     if not isinstance(saved, dict):
-        raise CheckpointError(f"checkpoint entry {prefix}hyper_parameters is a {type(saved).__name__}, not a dict.")
+        raise CheckpointError(f"checkpoint {str(path)!r}: its entry {prefix}hyper_parameters is a "
+                              f"{type(saved).__name__}, not a dict; {_DAMAGED}")
+    odd = [repr(key) for key in saved if not isinstance(key, str)][:5]
+    if odd:
+        raise CheckpointError(f"checkpoint {str(path)!r}: its entry {prefix}hyper_parameters has keys that are not "
+                              f"argument names ({', '.join(odd)}); {_DAMAGED}")
     kwargs: dict[str, Any] = dict(saved)
     kwargs.update(overrides)
     signature = inspect.signature(cls.__init__)  # type: ignore[misc]
     params = signature.parameters
     name = checkpoint.get(f"{prefix}hparams_name")
     if name is not None and not isinstance(name, str):
-        raise CheckpointError(f"checkpoint entry {prefix}hparams_name is a {type(name).__name__}, not the name of an "
-                              f"__init__ argument; the file is damaged or was not written by xtrain.")
+        raise CheckpointError(f"checkpoint {str(path)!r}: its entry {prefix}hparams_name is a {type(name).__name__}, "
+                              f"not the name of an __init__ argument; {_DAMAGED}")
     if name and name in params:
         whole: Any = Namespace(**kwargs) if checkpoint.get(f"{prefix}hparams_type") == "Namespace" else kwargs
         return {name: whole}
@@ -94,7 +108,7 @@ def load_module(cls: type[_T], path: str | Path, *, map_location: Any, strict: b
     if odd:
         raise CheckpointError(f"checkpoint {str(path)!r}: its state_dict has keys that are not parameter names "
                               f"({', '.join(odd)}); the file is damaged or was not written by xtrain.")
-    module = _construct(cls, _init_kwargs(cls, checkpoint, "", overrides, from_file), path)
+    module = _construct(cls, _init_kwargs(cls, checkpoint, "", overrides, from_file, path), path)
     assert isinstance(module, torch.nn.Module)
     module.configure_model()  # type: ignore[operator]
     mark_configured(module)
@@ -119,7 +133,7 @@ def load_datamodule(cls: type[_T], path: str | Path, *, map_location: Any, overr
     ``state_dict``."""
     from_file = read_hparams_file(hparams_file) if hparams_file is not None else None
     checkpoint = read_for_loading(path, map_location)
-    datamodule = _construct(cls, _init_kwargs(cls, checkpoint, "datamodule_", overrides, from_file), path)
+    datamodule = _construct(cls, _init_kwargs(cls, checkpoint, "datamodule_", overrides, from_file, path), path)
     on_load = getattr(datamodule, "on_load_checkpoint", None)
     if on_load is not None:
         on_load(checkpoint)
