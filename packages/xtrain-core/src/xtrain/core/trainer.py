@@ -7,65 +7,37 @@ callbacks talk only to that Strategy.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Iterable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
-from xtrain.core._internal.auto_resume import (
-    Healing,
-    WorldSizePolicy,
-    check_auto,
-    note_failure,
-    parse_healing,
-    resolve_auto,
-    start_attempt,
-)
+from xtrain.core._internal.auto_resume import Healing, WorldSizePolicy, check_auto, parse_healing
 from xtrain.core._internal.best_checkpoint import default_ckpt_path
 from xtrain.core._internal.callback_states import check_unique_state_keys
-from xtrain.core._internal.checkpointing import (
-    build_checkpoint,
-    find_checkpoint,
-    restore_checkpoint,
-    restore_targets,
-)
+from xtrain.core._internal.checkpointing import build_checkpoint, find_checkpoint
 from xtrain.core._internal.compiled import unwrap_compiled
-from xtrain.core._internal.data import (
-    batch_limit,
-    check_train_batches,
-    combined_train,
-    prepare_dataloader,
-    resumable_sampler,
-    shut_down_workers,
-    warn_empty_eval,
-)
+from xtrain.core._internal.data import resumable_sampler
 from xtrain.core._internal.hang import DEFAULT_HANG_TIMEOUT, parse_hang_timeout
-from xtrain.core._internal.hook_overrides import module_overrides, step_scheduler
 from xtrain.core._internal.hooks import HookDispatcher
-from xtrain.core._internal.hparams import loggable_hparams
-from xtrain.core._internal.loops.evaluation import results_per_dataloader, run_evaluation, run_predict
-from xtrain.core._internal.loops.fit import FitLoop
+from xtrain.core._internal.loops.evaluation import run_evaluation
 from xtrain.core._internal.metrics import MetricStore
-from xtrain.core._internal.model_setup import configure_model
 from xtrain.core._internal.nonfinite import check_nonfinite_mode
-from xtrain.core._internal.optim import SchedulerConfig, follow_replaced_optimizers, parse_optimizers
+from xtrain.core._internal.optim import SchedulerConfig
 from xtrain.core._internal.optimizer import StrategyOptimizer
 from xtrain.core._internal.preemption import Preemption
-from xtrain.core._internal.profiling import active_profiler, profiling, resolve_profiler
+from xtrain.core._internal.profiling import resolve_profiler
 from xtrain.core._internal.progress import FitProgress
 from xtrain.core._internal.removed_hooks import check_removed_hooks
 from xtrain.core._internal.resolve import resolve
-from xtrain.core._internal.rng import collect_rng_states, restore_rng_states
-from xtrain.core._internal.run_dirs import new_log_dirs, remove_log_dirs
-from xtrain.core._internal.run_flags import ValClock, anomaly_detection, apply_torch_flags, sync_batchnorm, unshuffled
+from xtrain.core._internal.rng import restore_rng_states
+from xtrain.core._internal.run_flags import ValClock, apply_torch_flags
 from xtrain.core._internal.run_lock import RunLock
 from xtrain.core._internal.sampler import ResumableSampler
-from xtrain.core._internal.stage_steps import check_stage_step, validation_loaders
-from xtrain.core._internal.train_mode import warn_eval_modules
+from xtrain.core._internal.stage_steps import check_stage_step
 from xtrain.core._internal.trainer_args import (
     barebones_settings,
     check_callbacks,
@@ -77,19 +49,21 @@ from xtrain.core._internal.trainer_args import (
     parse_settings,
     warn_minimum_over_maximum,
 )
-from xtrain.core._internal.trainer_compat import LightningAttributes, shaped_as
+from xtrain.core._internal.trainer_compat import LightningAttributes
+from xtrain.core._internal.trainer_data import StageLoaders
+from xtrain.core._internal.trainer_run import RunLifecycle, Stage
+from xtrain.core._internal.trainer_services import LoopServices
 from xtrain.core._internal.writable import check_output_dirs
 from xtrain.core.accelerator import Accelerator
 from xtrain.core.callbacks import Callback, ModelCheckpoint, ModelSummary, ProgressBar, default_progress_bar
 from xtrain.core.checkpoint_io import CheckpointIO
 from xtrain.core.datamodule import DataModule
 from xtrain.core.environment import ClusterEnvironment
-from xtrain.core.errors import ConfigError, SIGTERMException
+from xtrain.core.errors import ConfigError
 from xtrain.core.loggers.logger import Logger
 from xtrain.core.module import TrainModule
 from xtrain.core.precision import Precision
 from xtrain.core.profilers.profiler import Profiler
-from xtrain.core.rank_zero import rank_zero_only
 from xtrain.core.strategy import Strategy
 
 if TYPE_CHECKING:
@@ -97,11 +71,11 @@ if TYPE_CHECKING:
 
 __all__ = ["Trainer"]
 
-Stage = Literal["fit", "validate", "test", "predict"]
 PluginArg = Precision | CheckpointIO | ClusterEnvironment | str
 
 
-class Trainer(LightningAttributes):
+# The private run lifecycle, stage loaders and loop services are mixins in _internal/trainer_{run,data,services}.py.
+class Trainer(RunLifecycle, StageLoaders, LoopServices, LightningAttributes):
     """Trains and evaluates a :class:`~xtrain.core.TrainModule`.
 
     Hardware (all resolved before anything starts; any invalid value raises
@@ -480,230 +454,6 @@ class Trainer(LightningAttributes):
 
         return receive_worker_result(self, result)
 
-    def _run(self, stage: Stage, ckpt_path: str | Path | None, return_state: bool) -> Any:
-        self.state = stage
-        self.should_stop = False
-        self.strategy.setup_environment()
-        rank_zero_only.rank = self.strategy.global_rank
-        self._new_log_dirs: list[Path] = []
-        status = "success"
-        try:
-            with self._preemption.installed() if stage == "fit" else nullcontext():
-                return self._run_body(stage, ckpt_path, return_state)
-        except BaseException as exc:
-            status = "interrupted" if isinstance(exc, (KeyboardInterrupt, SIGTERMException)) else "failed"
-            if not self._preemption.stopped_together(exc):  # a stop every rank made at one save point: no failure
-                note_failure(self, exc)
-                self.strategy.on_exception(exc)
-            self._hooks.call_callbacks("on_exception", exc)
-            raise
-        finally:
-            try:
-                self._teardown(stage, status)
-            finally:
-                self._run_lock.release()
-
-    def _run_body(self, stage: Stage, ckpt_path: str | Path | None, return_state: bool) -> Any:
-        self._setup(stage)
-        loaded = None
-        if ckpt_path == "auto":
-            ckpt_path = resolve_auto(self, self._healing, self._run_lock)
-        self._ckpt_path = ckpt_path
-        fitting = stage == "fit"
-        from xtrain.core.sharded_checkpoint import is_sharded
-
-        # A sharded checkpoint is read into the optimizers' shards, so they must exist before the file is read.
-        configure_first = fitting and (ckpt_path is None or is_sharded(ckpt_path))
-        if configure_first:
-            self._configure_optimizers()
-        if ckpt_path is not None:
-            loaded = self.strategy.load_checkpoint(ckpt_path, targets=restore_targets(self, fitting=fitting))
-            restore_checkpoint(self, loaded, str(ckpt_path), fitting=fitting,
-                               configure_optimizers=self._configure_optimizers if fitting and not configure_first
-                               else None)
-        if stage == "fit":
-            start_attempt(self, self._healing, loaded)
-        # After the restore, as Lightning: a DataModule whose loaders depend on its state (a curriculum) builds
-        # them from the restored state.
-        self._setup_dataloaders(stage)
-        self._setup_loggers()
-        profiler = active_profiler(self.profiler)
-        if profiler is None:
-            output = self._run_stage(stage)
-        else:
-            with profiling(profiler, self, stage=stage):
-                output = self._run_stage(stage)
-        if return_state:
-            from xtrain.core._internal.spawn import worker_result
-
-            output = worker_result(self, output)
-        return output
-
-    def _setup(self, stage: Stage) -> None:
-        module, strategy = self.module, self.strategy
-        dm = self.datamodule
-        # As Lightning: the module's callbacks join first; setup runs on the datamodule, the callbacks, the module.
-        extra = check_callbacks(module.configure_callbacks())
-        replaced = {type(cb) for cb in extra}
-        self.callbacks = [cb for cb in self._user_callbacks if type(cb) not in replaced] + extra
-        check_unique_state_keys(self.callbacks)  # configure_callbacks may add a second one of a kind
-        self._hooks = HookDispatcher(self, module, self.callbacks, profiler=active_profiler(self.profiler))
-        if dm is not None or module_overrides(module, "prepare_data"):
-            if strategy.local_rank == 0:  # as Lightning: the data module's first, then the module's
-                if dm is not None:
-                    dm.prepare_data()
-                module.prepare_data()
-            strategy.barrier("prepare_data")
-        if dm is not None:
-            dm.setup(stage)
-        self._hooks.call_callbacks("setup", stage)
-        module.setup(stage)
-        if stage == "fit":
-            strategy.set_gradient_accumulation(self.accumulate_grad_batches)
-        configure_model(module, strategy)  # every stage, as Lightning (the hook is to be idempotent)
-        if self._setup_module is not module:
-            sync_batchnorm(self._flags, module, strategy.world_size)
-            strategy.setup(module)
-            self._setup_module = module
-            if self._optimizer_module is module:
-                self._setup_optimizers(self.optimizers)
-                _optimizers_to(self.optimizers, strategy.root_device)
-        self._metrics.strategy = strategy
-        strategy.add_abort_handler(self._flush_loggers)
-
-    def _configure_optimizers(self) -> None:
-        """``configure_optimizers`` at every ``fit``, as Lightning: a second fit starts with fresh optimizer states
-        and schedulers sized for it. On resume it runs after the ``on_load_checkpoint`` hooks (a layer they rebuild
-        is optimized)."""
-        module = self.module
-        self.optimizers, self.lr_scheduler_configs = parse_optimizers(module.configure_optimizers())
-        self._setup_optimizers(self.optimizers)
-        self._optimizer_module = module
-        if len(self.optimizers) > 1 and module.automatic_optimization:
-            raise ConfigError("configure_optimizers", f"{len(self.optimizers)} optimizers",
-                              "automatic optimization steps one optimizer.",
-                              fix="set self.automatic_optimization = False and step them in training_step.")
-
-    def _setup_optimizers(self, optimizers: list[torch.optim.Optimizer]) -> None:
-        self.optimizers = self.strategy.setup_optimizers(optimizers)
-        follow_replaced_optimizers(self.lr_scheduler_configs, optimizers, self.optimizers)
-
-    def _loader(self, key: str, method: str) -> Any:
-        found = self._loaders.get(key)
-        if found is None and self.datamodule is not None:
-            found = getattr(self.datamodule, method)()
-        if found is None and getattr(type(self.module), method, None) is not None:
-            found = getattr(self.module, method)()
-        return found
-
-    def _setup_dataloaders(self, stage: Stage) -> None:
-        dist = self.strategy.distributed_sampler_kwargs
-
-        def prep(loader: Any, train: bool) -> Any:
-            return prepare_dataloader(loader, distributed=dist, use_distributed_sampler=self.use_distributed_sampler,
-                                      training=train, pad=stage != "predict")
-
-        def as_list(value: Any) -> list[Any]:
-            return [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
-        sharded = dist is not None and self.use_distributed_sampler
-        if stage == "fit":
-            train = self._loader("train", "train_dataloader")
-            if train is None:
-                raise ConfigError("train_dataloaders", None, "fit needs training data.",
-                                  fix="pass train_dataloaders=..., or a datamodule with train_dataloader().")
-            overfit = bool(self._flags.overfit_batches)
-            changed = sharded or overfit
-            combined = combined_train(train, lambda dl: prep(unshuffled(dl) if overfit else dl, True),
-                                      self.limit_train_batches)
-            if combined is not None:  # several loaders, combined as Lightning's CombinedLoader
-                self._train_loader, self.num_training_batches = combined, combined.length
-                self._shown_loaders["train"] = combined.shape(combined.loaders) if changed else \
-                    getattr(train, "iterables", train)
-            else:
-                self._train_loader = prep(unshuffled(train) if overfit else train, True)
-                check_train_batches(self._train_loader)
-                self.num_training_batches = batch_limit(self._train_loader, self.limit_train_batches,
-                                                        "limit_train_batches")
-                self._shown_loaders["train"] = self._train_loader if changed else train
-            if isinstance(self.val_check_interval, int) and self.check_val_every_n_epoch is not None and \
-                    self.val_check_interval > self.num_training_batches:
-                raise ConfigError("val_check_interval", self.val_check_interval, f"is more batches than an epoch has "
-                                  f"({self.num_training_batches}).", fix="lower it, or set check_val_every_n_epoch="
-                                  "None to count batches across epochs.")
-        kind = {"fit": ("val", "val_dataloader", self.limit_val_batches),
-                "validate": ("val", "val_dataloader", self.limit_val_batches),
-                "test": ("test", "test_dataloader", self.limit_test_batches),
-                "predict": ("predict", "predict_dataloader", self.limit_predict_batches)}[stage]
-        given = self._loader(kind[0], kind[1])
-        loaders = [prep(dl, False) for dl in as_list(given)]
-        if stage == "fit":
-            loaders = validation_loaders(self.module, loaders)
-        if stage != "fit" and not loaders:
-            raise ConfigError("dataloaders", None, f"{stage} needs data.",
-                              fix=f"pass dataloaders=..., or a datamodule with {kind[1]}().")
-        self._eval_loaders = loaders
-        self._shown_loaders[kind[0]] = shaped_as(given, loaders if sharded else as_list(given))
-        self._val_limits = [batch_limit(dl, kind[2], f"limit_{kind[0]}_batches") for dl in loaders]
-        warn_empty_eval(loaders, self._val_limits, "validation" if kind[0] == "val" else kind[0])
-
-    def _setup_loggers(self) -> None:
-        for logger in self.loggers:
-            logger._version = self.strategy.broadcast(logger.version)
-        if self.is_global_zero:
-            self._new_log_dirs = new_log_dirs(self.loggers)
-        if self.is_global_zero:  # as Lightning, at the start of every stage (a test-only run has them too)
-            params = {**loggable_hparams(self.module), **loggable_hparams(self.datamodule)}
-            for logger in self.loggers:
-                if params:
-                    logger.log_hyperparams(params)
-                logger.log_graph(self.module)  # only a logger asked to (TensorBoardLogger(log_graph=True)) draws it
-
-    def _run_stage(self, stage: Stage) -> Any:
-        self._metrics.new_results()  # as in Lightning: after test() they are the test's results
-        if stage == "predict":
-            return run_predict(self, self._eval_loaders, self._val_limits, keep=self._return_predictions)
-        if stage in ("validate", "test"):
-            return results_per_dataloader(run_evaluation(self, stage, self._eval_loaders, self._val_limits),
-                                          len(self._eval_loaders), self._metrics.key_dataloaders)
-        warn_eval_modules(self.module)
-        self._hooks.call("on_fit_start")
-        if self._has_validation() and self.num_sanity_val_steps != 0:
-            limits = self.num_sanity_val_batches
-            # As Lightning's isolate_rng: the sanity check leaves the global generators as it found them, so its
-            # draws (each val iterator's base seed, any randomness in validation_step) do not shift the training
-            # shuffle, and a run with the sanity check trains on the batches a run without one does.
-            rng = collect_rng_states()
-            self.sanity_checking = True
-            self._hooks.call_callbacks("on_sanity_check_start")
-            run_evaluation(self, "sanity_check", self._eval_loaders, limits)
-            self._hooks.call_callbacks("on_sanity_check_end")
-            self.sanity_checking = False
-            restore_rng_states(rng)
-            self._metrics.new_results()
-        self._val_clock = ValClock(self._flags.val_check_time) if self._flags.val_check_time else None
-        with anomaly_detection(self._flags):
-            FitLoop(self).run()
-        self._hooks.call("on_fit_end")
-        return None
-
-    def _teardown(self, stage: Stage, status: str) -> None:
-        error = self._hooks.call_all("teardown", stage)
-        if self.datamodule is not None:
-            self.datamodule.teardown(stage)
-        shut_down_workers([self._train_loader, *self._eval_loaders])
-        if self.is_global_zero:
-            for logger in self.loggers:
-                logger.finalize(status)
-            if status != "success" and stage == "fit" and self.global_step == 0:
-                remove_log_dirs(self._new_log_dirs)
-        self.strategy.teardown()
-        self._metrics.batch = None
-        if error is not None:
-            if status == "success":  # as Lightning: a hook that fails to clean up fails the call
-                raise error
-            warnings.warn(f"a teardown hook raised {type(error).__name__}: {error} while {stage} was ending after "
-                          f"an error (that error is raised).", UserWarning, stacklevel=2)
-
     # -- services for loops and callbacks ----------------------------------------------------------------------
     def _has_validation(self) -> bool:
         return bool(self._eval_loaders) and any(lim > 0 for lim in self._val_limits)
@@ -743,65 +493,6 @@ class Trainer(LightningAttributes):
         if self.loggers and count % self.log_every_n_steps == 0:
             self._step_log_due = count
 
-    def _write_step_logs(self) -> None:
-        """Send the step's metrics to the loggers, after the batch's ``on_train_batch_end`` hooks (as Lightning):
-        a value those hooks log belongs to this step's row. Called by the fit loop when a row is due."""
-        count = self._step_log_due
-        self._step_log_due = None
-        if count is None:
-            return
-        self._write_logs(self._metrics.step_metrics_for_logger(), True, step=count)
-
-    def _step_schedulers(self, interval: Literal["epoch", "step"], *, plateau: bool | None = None) -> None:
-        """Step the schedulers of ``interval`` that are due; ``plateau``: only ReduceLROnPlateau ones (True), only
-        the others (False), all (None). Lightning steps epoch ones at the last batch and plateau ones after the
-        epoch-end hooks (they read what those logged)."""
-        if self._schedulers_resumed:
-            # Resumed from a checkpoint taken after an epoch's last step: its epoch-end scheduler step comes before
-            # this process's first optimizer step, and torch would warn about an order the run did keep.
-            self._schedulers_resumed = False
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before")
-                self._step_schedulers(interval, plateau=plateau)
-            return
-        # As Lightning: a "step" scheduler's frequency counts the batches of the current epoch (the epoch's first
-        # optimizer step after its 2nd batch steps a frequency-2 scheduler, whatever the steps before).
-        count = self._progress.batches_in_epoch + 1 if interval == "step" else self.current_epoch + 1
-        for config in self.lr_scheduler_configs:
-            if config.interval != interval or count % config.frequency or (
-                    plateau is not None and plateau != config.needs_metric):
-                continue
-            if config.needs_metric:
-                assert config.monitor is not None
-                metric = self.callback_metrics.get(config.monitor)
-                if metric is None and not config.strict:
-                    warnings.warn(f"ReduceLROnPlateau monitors {config.monitor!r}, which was not logged (logged: "
-                                  f"{sorted(self.callback_metrics)}); strict=False, so this learning-rate update is "
-                                  f"skipped.", RuntimeWarning, stacklevel=2)
-                    continue
-                if metric is None:
-                    raise ConfigError("monitor", config.monitor, "was never logged, so ReduceLROnPlateau cannot use it.",
-                                      choices=sorted(self.callback_metrics),
-                                      fix=f"log it with self.log({config.monitor!r}, value).")
-                step_scheduler(self.module, config.scheduler, float(metric))
-            else:
-                step_scheduler(self.module, config.scheduler, None)
-
-    def _epoch_end_logs(self, values: dict[str, float], *, log: bool = True) -> dict[str, float]:
-        """After an epoch's end hooks: its aggregated ``values`` (``MetricStore.end_epoch``, taken before the hooks
-        so that they see them in ``callback_metrics``) and what those hooks logged, to the loggers as one row, as
-        Lightning writes them."""
-        values = {**values, **self._metrics.take_pending()}
-        self._write_logs(values, log)
-        return values
-
-    def _write_logs(self, values: dict[str, float], log: bool, *, step: int | None = None) -> None:
-        """One row of ``values`` (with the epoch) to every logger, at ``step`` (default ``global_step``)."""
-        if log and values and self.is_global_zero:
-            step = self.global_step if step is None else step
-            for logger in self.loggers:
-                logger.log_metrics({"epoch": float(self.current_epoch), **values}, step)
-
     def _strategy_optimizers(self) -> list[StrategyOptimizer]:
         if [w.optimizer for w in self._wrapped_optimizers] != self.optimizers:
             self._wrapped_optimizers = [StrategyOptimizer(opt, self.strategy, on_step=self._manual_step_taken,
@@ -831,12 +522,6 @@ class Trainer(LightningAttributes):
         if not self.module.automatic_optimization:
             self._progress.global_step += 1
 
-    def _flush_loggers(self) -> None:
-        """Write what loggers hold in memory; called when this rank is ended because another one failed."""
-        if self.is_global_zero:
-            for logger in self.loggers:
-                logger.finalize("failed")
-
     def _restore_pending_rng(self) -> None:
         if self._pending_rng is not None:
             restore_rng_states(self._pending_rng)
@@ -857,12 +542,3 @@ class Trainer(LightningAttributes):
         if wait:
             self.strategy.checkpoint_io.settle()
         self.strategy.barrier("save_checkpoint")
-
-
-def _optimizers_to(optimizers: list[torch.optim.Optimizer], device: torch.device) -> None:
-    """Move optimizer state to ``device`` (after a spawned run's state was loaded in the caller on CPU)."""
-    for optimizer in optimizers:
-        for state in optimizer.state.values():
-            for key, value in state.items():
-                if isinstance(value, torch.Tensor) and value.device != device and key != "step":
-                    state[key] = value.to(device)

@@ -1,0 +1,113 @@
+"""Where a stage's dataloaders come from and how they are prepared for the run (sharded, limited, resumable).
+
+A mixin of :class:`~xtrain.core.Trainer`: the lookup order (dataloaders passed, then the DataModule's, then the
+module's) and the checks on what it finds are one concern, apart from the run they feed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from xtrain.core._internal.data import (
+    batch_limit,
+    check_train_batches,
+    combined_train,
+    prepare_dataloader,
+    warn_empty_eval,
+)
+from xtrain.core._internal.run_flags import unshuffled
+from xtrain.core._internal.stage_steps import validation_loaders
+from xtrain.core._internal.trainer_compat import shaped_as
+from xtrain.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from xtrain.core._internal.trainer_args import RunFlags
+    from xtrain.core._internal.trainer_run import Stage
+    from xtrain.core.datamodule import DataModule
+    from xtrain.core.module import TrainModule
+    from xtrain.core.strategy import Strategy
+
+__all__ = ["StageLoaders"]
+
+
+class StageLoaders:
+    """Finds and prepares the dataloaders of the stage being run (mixed in); the loops read what it sets."""
+
+    strategy: Strategy
+    datamodule: DataModule | None
+    use_distributed_sampler: bool
+    limit_train_batches: int | float
+    num_training_batches: float
+    val_check_interval: int | float
+    check_val_every_n_epoch: int | None
+    limit_val_batches: int | float
+    limit_test_batches: int | float
+    limit_predict_batches: int | float
+    _flags: RunFlags
+    _loaders: dict[str, Any]
+    _train_loader: Any
+    _shown_loaders: dict[str, Any]
+    _eval_loaders: list[Any]
+    _val_limits: list[float]
+
+    if TYPE_CHECKING:  # defined on the Trainer
+        @property
+        def module(self) -> TrainModule: ...
+
+    def _loader(self, key: str, method: str) -> Any:
+        found = self._loaders.get(key)
+        if found is None and self.datamodule is not None:
+            found = getattr(self.datamodule, method)()
+        if found is None and getattr(type(self.module), method, None) is not None:
+            found = getattr(self.module, method)()
+        return found
+
+    def _setup_dataloaders(self, stage: Stage) -> None:
+        dist = self.strategy.distributed_sampler_kwargs
+
+        def prep(loader: Any, train: bool) -> Any:
+            return prepare_dataloader(loader, distributed=dist, use_distributed_sampler=self.use_distributed_sampler,
+                                      training=train, pad=stage != "predict")
+
+        def as_list(value: Any) -> list[Any]:
+            return [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
+        sharded = dist is not None and self.use_distributed_sampler
+        if stage == "fit":
+            train = self._loader("train", "train_dataloader")
+            if train is None:
+                raise ConfigError("train_dataloaders", None, "fit needs training data.",
+                                  fix="pass train_dataloaders=..., or a datamodule with train_dataloader().")
+            overfit = bool(self._flags.overfit_batches)
+            changed = sharded or overfit
+            combined = combined_train(train, lambda dl: prep(unshuffled(dl) if overfit else dl, True),
+                                      self.limit_train_batches)
+            if combined is not None:  # several loaders, combined as Lightning's CombinedLoader
+                self._train_loader, self.num_training_batches = combined, combined.length
+                self._shown_loaders["train"] = combined.shape(combined.loaders) if changed else \
+                    getattr(train, "iterables", train)
+            else:
+                self._train_loader = prep(unshuffled(train) if overfit else train, True)
+                check_train_batches(self._train_loader)
+                self.num_training_batches = batch_limit(self._train_loader, self.limit_train_batches,
+                                                        "limit_train_batches")
+                self._shown_loaders["train"] = self._train_loader if changed else train
+            if isinstance(self.val_check_interval, int) and self.check_val_every_n_epoch is not None and \
+                    self.val_check_interval > self.num_training_batches:
+                raise ConfigError("val_check_interval", self.val_check_interval, f"is more batches than an epoch has "
+                                  f"({self.num_training_batches}).", fix="lower it, or set check_val_every_n_epoch="
+                                  "None to count batches across epochs.")
+        kind = {"fit": ("val", "val_dataloader", self.limit_val_batches),
+                "validate": ("val", "val_dataloader", self.limit_val_batches),
+                "test": ("test", "test_dataloader", self.limit_test_batches),
+                "predict": ("predict", "predict_dataloader", self.limit_predict_batches)}[stage]
+        given = self._loader(kind[0], kind[1])
+        loaders = [prep(dl, False) for dl in as_list(given)]
+        if stage == "fit":
+            loaders = validation_loaders(self.module, loaders)
+        if stage != "fit" and not loaders:
+            raise ConfigError("dataloaders", None, f"{stage} needs data.",
+                              fix=f"pass dataloaders=..., or a datamodule with {kind[1]}().")
+        self._eval_loaders = loaders
+        self._shown_loaders[kind[0]] = shaped_as(given, loaders if sharded else as_list(given))
+        self._val_limits = [batch_limit(dl, kind[2], f"limit_{kind[0]}_batches") for dl in loaders]
+        warn_empty_eval(loaders, self._val_limits, "validation" if kind[0] == "val" else kind[0])
