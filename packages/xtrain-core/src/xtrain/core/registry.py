@@ -33,11 +33,12 @@ import inspect
 import sys
 import time
 from collections.abc import Callable
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint, EntryPoints, entry_points
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from xtrain.core._internal import plugin_notices as notices
 from xtrain.core._internal.hints import install_hint
+from xtrain.core._internal.import_watch import watch_import
 from xtrain.core._internal.plugin_checks import declared_data_problem, loaded_problem
 from xtrain.core.errors import ConfigError
 
@@ -112,6 +113,7 @@ class Registry(Generic[_T]):
         self._stale.clear()
         importlib.invalidate_caches()
         notices.forget_announcements()
+        _INSTALLED.clear()
         self._entries = None
         self._loaded.clear()
         self._failed.clear()
@@ -121,9 +123,11 @@ class Registry(Generic[_T]):
         if self._entries is None:
             found: dict[str, dict[str, EntryPoint]] = {}
             versions: dict[str, str] = {}
-            for ep in entry_points(group=self.group):
-                dist = ep.dist.name if ep.dist is not None else "<unknown distribution>"
-                versions.setdefault(dist, ep.dist.version if ep.dist is not None else "?")
+            installed = _installed()
+            group = installed.get(self.group)
+            for ep in group if group is not None else entry_points(group=self.group):
+                dist, version = notices.distribution(ep)
+                versions.setdefault(dist, version)
                 found.setdefault(ep.name.lower(), {}).setdefault(dist, ep)
             entries = {}
             for name, by_dist in found.items():
@@ -132,7 +136,8 @@ class Registry(Generic[_T]):
                     ep = by_dist[owners[0]]
                     entries[name] = _Entry(name, ep.value, owners, ep, versions[owners[0]])
             self._entries = entries
-            notices.announce_first_party_claims({self.group, *(r.group for r in all_registries())}, PluginWarning)
+            notices.announce_first_party_claims(installed, {self.group, *(r.group for r in all_registries())},
+                                                PluginWarning)
         return self._entries
 
     def names(self) -> list[str]:
@@ -181,7 +186,7 @@ class Registry(Generic[_T]):
         import torch  # noqa: F401  # every plugin needs it: its first import (a second or more) is not the plugin's time
 
         started, dist = time.perf_counter(), entry.distributions[0]
-        watch = notices.watch_import(SLOW_IMPORT_SECONDS, notices.hang_notice(self.argument, name, entry.origin, dist,
+        watch = watch_import(SLOW_IMPORT_SECONDS, notices.hang_notice(self.argument, name, entry.origin, dist,
                                                                               SLOW_IMPORT_SECONDS, self.pin))
         try:
             loaded = entry.entry_point.load()
@@ -319,6 +324,18 @@ CHECKPOINT_IO: Registry[Any] = Registry("xtrain.checkpoint_io", "plugins")
 ENVIRONMENTS: Registry[Any] = Registry("xtrain.environments", "plugins",
                                        automatic="the cluster environment detection",
                                        pin="plugins=['local'] (or the environment your cluster uses)")
+
+
+_INSTALLED: dict[str, EntryPoints] = {}  # the five groups' entry points, read once until a refresh()
+
+
+def _installed() -> dict[str, EntryPoints]:
+    """The installed entry points of the five groups: one pass over the distributions' metadata (tens of
+    milliseconds with a few hundred installed) serves every registry and the first-party check."""
+    if not _INSTALLED:
+        everything = entry_points()
+        _INSTALLED.update({r.group: everything.select(group=r.group) for r in all_registries()})
+    return _INSTALLED
 
 
 def all_registries() -> tuple[Registry[Any], ...]:

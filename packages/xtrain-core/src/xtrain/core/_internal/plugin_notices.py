@@ -6,9 +6,8 @@
 - :func:`announce_first_party_claims`: one warning per third-party distribution that registers first-party names,
   listing them all, instead of one warning per name labelled with an argument the user never passed.
 - :func:`warn_at_user`: a warning attributed to the first frame outside xtrain (the user's ``Trainer(...)`` line).
-- :func:`slow_import_message`: the warning for a plugin that took long to import.
-- :func:`watch_import`: a notice on stderr, from a timer thread, when a plugin's import is still running after a
-  threshold, so a plugin that hangs at import names itself instead of hanging ``Trainer()`` silently.
+- :func:`slow_import_message`: the warning for a plugin that took long to import, and :func:`hang_notice`, what
+  :mod:`.import_watch` prints while one is still importing.
 """
 
 from __future__ import annotations
@@ -16,20 +15,19 @@ from __future__ import annotations
 import re
 import sys
 import warnings
-from collections.abc import Iterable
-from typing import Any, Protocol
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from xtrain.core._internal.hints import FIRST_PARTY, install_hint
 
-__all__ = ["announce_first_party_claims", "forget_announcements", "hang_notice", "slow_import_message", "split_claims",
-           "warn_at_user", "watch_import"]
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint, EntryPoints
+
+__all__ = ["announce_first_party_claims", "distribution", "forget_announcements", "hang_notice", "slow_import_message",
+           "split_claims", "warn_at_user"]
 
 _announced: set[str] = set()  # distributions already told about, once per process (until a registry's refresh())
 _scanned = False
-
-
-class _Cancellable(Protocol):
-    def cancel(self) -> None: ...
 
 
 def normalized(distribution: str) -> str:
@@ -52,26 +50,40 @@ def split_claims(group: str, name: str, distributions: Iterable[str]) -> tuple[t
     return tuple(claimants), ()
 
 
+_DISTRIBUTIONS: dict[int, tuple[str, str]] = {}  # id of a Distribution -> (name, version), until a refresh()
+
+
+def distribution(ep: EntryPoint) -> tuple[str, str]:
+    """The name and version of the distribution that declares ``ep``: each read parses its metadata file, so they
+    are read once per distribution for all its entry points and all the registries."""
+    if ep.dist is None:
+        return "<unknown distribution>", "?"
+    key = id(ep.dist)
+    if key not in _DISTRIBUTIONS:
+        _DISTRIBUTIONS[key] = (ep.dist.name, ep.dist.version)
+    return _DISTRIBUTIONS[key]
+
+
 def forget_announcements() -> None:
     """After a registry's refresh(): scan again and tell again."""
     global _scanned
     _scanned = False
     _announced.clear()
+    _DISTRIBUTIONS.clear()
 
 
-def announce_first_party_claims(groups: Iterable[str], category: type[Warning]) -> None:
-    """Warn once per third-party distribution that registers first-party names in any of ``groups``."""
+def announce_first_party_claims(installed: Mapping[str, EntryPoints], groups: Iterable[str],
+                                category: type[Warning]) -> None:
+    """Warn once per third-party distribution that registers first-party names in any of ``groups`` of
+    ``installed``."""
     global _scanned
     if _scanned:
         return
     _scanned = True
-    from importlib.metadata import entry_points
-
-    installed = entry_points()  # one scan of the metadata for every group
     found: dict[tuple[str, str], dict[str, str]] = {}
-    for ep in (ep for group in sorted(set(groups)) for ep in installed.select(group=group)):
-        dist = ep.dist.name if ep.dist is not None else "<unknown distribution>"
-        found.setdefault((ep.group, ep.name.lower()), {})[dist] = ep.dist.version if ep.dist is not None else "?"
+    for ep in (ep for group in sorted(set(groups)) for ep in installed.get(group, ())):
+        dist, version = distribution(ep)
+        found.setdefault((ep.group, ep.name.lower()), {})[dist] = version
     by_distribution: dict[str, list[str]] = {}
     versions: dict[str, str] = {}
     for (group, name), dists in sorted(found.items()):
@@ -106,25 +118,8 @@ def warn_at_user(message: str, category: type[Warning]) -> None:
     warnings.warn(message, category, stacklevel=level)
 
 
-def watch_import(seconds: float, notice: str) -> _Cancellable:
-    """Print ``notice`` to stderr if not cancelled within ``seconds`` (a daemon timer; cancel it when done)."""
-    import threading
-
-    def say() -> None:
-        try:
-            print(notice, file=sys.stderr, flush=True)
-        except Exception:  # noqa: BLE001 - a closed stderr must not raise in a background thread
-            pass
-
-    timer = threading.Timer(seconds, say)
-    timer.daemon = True
-    timer.start()
-    return timer
-
-
-
 def hang_notice(argument: str, name: str, origin: str, dist: str, seconds: float, pin: str | None) -> str:
-    """What :func:`watch_import` prints about the plugin ``name`` still importing after ``seconds``."""
+    """What :func:`~xtrain.core._internal.import_watch.watch_import` prints about the plugin ``name`` still importing after ``seconds``."""
     instead = f" Or pass {pin}: an explicit choice imports no other plugin." if pin else ""
     return (f"xtrain: still importing the {argument} plugin {name!r} ({origin}) after {seconds:g} s. If it never "
             f"finishes, stop the program (Ctrl-C) and uninstall it: pip uninstall {dist}.{instead}")
