@@ -27,20 +27,11 @@ from checkpoint_helpers import (
     metadata,
     quiet_trainer,
     rehash,
-    to_sharded,
-    train_full,
     write_manifest_file,
 )
 from xtrain.core import CheckpointError, Engine
 from xtrain.core.checkpoint_reader import read_checkpoint
 from xtrain.core.testing import TinyClassifier, tiny_loaders
-
-
-@pytest.fixture(scope="module")
-def genuine(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    root = tmp_path_factory.mktemp("genuine")
-    full, _ = train_full(root)
-    return full, to_sharded(full, root / "sharded.ckpt")
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ with every dim (and fail an allocation as a raw RuntimeError, which ``ckpt_path=
 
 from __future__ import annotations
 
-import shutil
 import struct
 import time
 import zipfile
@@ -26,7 +25,7 @@ from torch.distributed.checkpoint.metadata import (
     TensorStorageMetadata,
 )
 
-from checkpoint_helpers import data_dir, manifest, metadata, rehash, to_sharded, train_full, write_manifest_file
+from checkpoint_helpers import data_dir, manifest, metadata, rehash, write_manifest_file
 from xtrain.core import CheckpointError
 from xtrain.core._internal import integrity
 from xtrain.core._internal.auto_resume import newest_complete
@@ -34,20 +33,6 @@ from xtrain.core._internal.checkpoint_gate import inspect_checkpoint
 from xtrain.core._internal.chunk_layout import MAX_SPLIT_DIMS, tiling_problem
 from xtrain.core.checkpoint_reader import read_checkpoint
 from xtrain.core.defaults.torch_io import save_file
-
-
-@pytest.fixture(scope="module")
-def genuine(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    root = tmp_path_factory.mktemp("genuine")
-    full, _ = train_full(root)
-    return full, to_sharded(full, root / "sharded.ckpt")
-
-
-@pytest.fixture
-def sharded(genuine: tuple[Path, Path], tmp_path: Path) -> Path:
-    path = tmp_path / "work" / "sharded.ckpt"
-    shutil.copytree(genuine[1], path)
-    return path
 
 
 def _flip_tensor_byte(raw: bytes, path: Path) -> bytes:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import io
 import pickle
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,8 +32,6 @@ from checkpoint_helpers import (
     metadata,
     quiet_trainer,
     rehash,
-    to_sharded,
-    train_full,
     write_manifest_file,
 )
 from xtrain.core import CheckpointError
@@ -46,20 +43,6 @@ from xtrain.core.testing import TinyClassifier, tiny_loaders
 
 Box = tuple[Sequence[int], Sequence[int]]
 WEIGHT = "state_dict.net.0.weight"  # shape [32, 16]
-
-
-@pytest.fixture(scope="module")
-def genuine(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    root = tmp_path_factory.mktemp("genuine")
-    full, _ = train_full(root)
-    return full, to_sharded(full, root / "sharded.ckpt")
-
-
-@pytest.fixture
-def sharded(genuine: tuple[Path, Path], tmp_path: Path) -> Path:
-    path = tmp_path / "work" / "sharded.ckpt"
-    shutil.copytree(genuine[1], path)
-    return path
 
 
 def _save_metadata(path: Path, meta: Any, *, new_file: str | None = None) -> None:
