@@ -378,7 +378,7 @@ class Engine:
         checkpoint = self._strategy.load_checkpoint(path, targets=targets)
         checkpoint.pop("xtrain", None)
         self._plan_load(str(path), checkpoint, state or {}, strict=strict).check()
-        from xtrain.core._internal.restore_apply import apply_with_rollback, extra_states, roll_back
+        from xtrain.core._internal.restore_apply import apply_with_rollback, except_failed, extra_states, roll_back
 
         # The modules' extra states and the stateful objects (schedulers, samplers, user counters) first: user code
         # the plan cannot check, undone together if one refuses its state (or a module then refuses its weights).
@@ -390,10 +390,10 @@ class Engine:
         try:
             self._load_targets(checkpoint, state or {}, strict=strict)
         except Exception as err:
-            roll_back(undo)
+            back = f"the stateful objects were put back{except_failed(roll_back(undo))}"
             raise CheckpointError(f"checkpoint {str(path)!r}: loading it failed ({type(err).__name__}: "
-                                  f"{str(err)[:300]}); the stateful objects were put back, but a module or optimizer "
-                                  f"loaded before the error may have changed: rebuild them before using them.") from err
+                                  f"{str(err)[:300]}); {back}, but a module or optimizer loaded before the error may "
+                                  f"have changed: rebuild them before using them.") from err
         return checkpoint
 
     def _load_targets(self, checkpoint: dict[str, Any], state: dict[str, Any], *, strict: bool) -> None:

@@ -65,8 +65,9 @@ def _refuse(argument: str, first: Callback, second: Callback, key: str) -> None:
 def callback_states(callbacks: Iterable[Callback]) -> dict[str, Any]:
     """The ``callbacks`` entry of a checkpoint, ``{state_key: state_dict()}``, refusing a shared key.
 
-    The Trainer checks its callbacks when it is built; this catches those that join later (a module's
-    ``configure_callbacks``, ``trainer.callbacks.append``) before their states overwrite each other in a file.
+    The Trainer checks its callbacks when it is built and when a stage sets up (with the module's
+    ``configure_callbacks``); this catches those added later (``trainer.callbacks.append`` in a hook) before their
+    states overwrite each other in a file.
     """
     states: dict[str, Any] = {}
     owners: dict[str, Callback] = {}

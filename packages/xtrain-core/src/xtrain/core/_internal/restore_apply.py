@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
-from xtrain.core._internal.callback_states import check_unique_state_keys
 from xtrain.core._internal.manifest import check_manifest
 from xtrain.core._internal.metric_objects import load_metric_states
 from xtrain.core._internal.restore_plan import RestorePlan
@@ -25,7 +24,8 @@ from xtrain.core.errors import CheckpointError
 if TYPE_CHECKING:
     from xtrain.core.trainer import Trainer
 
-__all__ = ["apply_with_rollback", "extra_states", "plan_restore", "restore_checkpoint", "roll_back", "short_repr"]
+__all__ = ["apply_with_rollback", "except_failed", "extra_states", "plan_restore", "restore_checkpoint", "roll_back",
+           "short_repr"]
 
 _EXTRA_STATE = "_extra_state"  # the key torch gives a module's get_extra_state() in its state dict
 _FIT_ENTRIES = ("optimizer_states", "loops")
@@ -63,8 +63,6 @@ def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, 
         raise CheckpointError(f"checkpoint {path!r} has no {', '.join(map(repr, lacking))} entr(ies), which every "
                               f"Trainer checkpoint holds; it is damaged or was not written by Trainer. Resume from "
                               f"another checkpoint, or load its weights only (read_checkpoint(path)['state_dict']).")
-    if fitting:  # a module's configure_callbacks may have added a callback sharing a state_key: refuse, load nothing
-        check_unique_state_keys(trainer.callbacks)
     trainer._hooks.call_module_first("on_load_checkpoint", checkpoint, between=configure_optimizers)
     plan_restore(trainer, checkpoint, path, fitting=fitting).check()
     strategy = trainer.strategy
@@ -76,9 +74,7 @@ def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, 
     try:
         strategy.load_module_state_dict(checkpoint["state_dict"], strict=strict_loading(trainer))
     except Exception as err:
-        failed = roll_back(undo)
-        others = ("the run's other state was put back" if not failed else
-                  f"the run's other state was put back except {'; '.join(failed)}")
+        others = f"the run's other state was put back{except_failed(roll_back(undo))}"
         raise CheckpointError(f"checkpoint {path!r}: the module refused its weights ({type(err).__name__}: "
                               f"{str(err)[:300]}); {others}, but weights loaded before the error may have changed: "
                               f"rebuild the model before using it.") from err
@@ -94,18 +90,7 @@ def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, 
     trainer._pending_rng = rng[strategy.global_rank] if rng and same_world else None
     if checkpoint.get("metric_states") and same_world:
         load_metric_states(trainer.module, checkpoint["metric_states"][strategy.global_rank])
-    trainer._pending_sampler = checkpoint.get("sampler")
-    _restore_shuffle_generator(trainer, trainer._pending_sampler)
-
-
-def _restore_shuffle_generator(trainer: Trainer, saved: dict[str, Any] | None) -> None:
-    """Set the user's shuffle generator (``DataLoader(generator=g)``) to its saved state, before the Trainer rebuilds
-    the loader around it: each epoch's seed is drawn from it. A checkpoint written before its state was saved
-    leaves it as it is (as then). The plan checked the state."""
-    generator = shuffle_generator(trainer._loaders.get("train"))
-    state = saved.get("generator_state") if saved is not None else None
-    if generator is not None and state is not None:
-        generator.set_state(state)
+    trainer._pending_sampler = checkpoint.get("sampler")  # with its shuffle generator's state: set by the fit loop
 
 
 def strict_loading(trainer: Trainer) -> bool:
@@ -260,22 +245,24 @@ def extra_states(module: nn.Module, state: Any) -> list[tuple[str, Any, Any]]:
     return found
 
 
-def roll_back(undo: Sequence[tuple[str, Callable[[], None]] | Callable[[], None]]) -> list[str]:
-    """Run the ``(name, step)`` pairs :func:`apply_with_rollback` returned (or bare steps), newest first.
+def roll_back(undo: Sequence[tuple[str, Callable[[], None]]]) -> list[str]:
+    """Run the ``(name, step)`` pairs :func:`apply_with_rollback` returned, newest first.
 
     Every step runs even when one raises: stopping at the first would leave the states before it loaded. Returns
-    ``"<name> (<error>)"`` for each step that failed (unnamed steps are numbered), for the caller's message.
+    ``"<name> (<error>)"`` for each step that failed, for the caller's message (see :func:`except_failed`).
     """
     failed: list[str] = []
-    steps = list(undo)
-    for i in range(len(steps) - 1, -1, -1):
-        entry = steps[i]
-        name, step = entry if isinstance(entry, tuple) else (f"state #{i + 1}", entry)
+    for name, step in reversed(undo):
         try:
             step()
         except Exception as err:  # noqa: BLE001 - every failure is reported, none stops the others
             failed.append(f"{name} ({type(err).__name__}: {str(err)[:120]})")
     return failed
+
+
+def except_failed(failed: list[str]) -> str:
+    """``" except <the states roll_back could not put back>"``, or nothing, to follow "... was put back"."""
+    return f" except {'; '.join(failed)}" if failed else ""
 
 
 def _restorer(target: Any, before: Any) -> Callable[[], None]:

@@ -168,8 +168,7 @@ def shuffle_generator(loader: Any) -> torch.Generator | None:
     """The user's generator that a :class:`ResumableSampler` built for ``loader`` draws its epochs' seeds from.
 
     ``DataLoader(shuffle=True, generator=g)`` hands ``g`` to its ``RandomSampler``; ``prepare_dataloader`` passes
-    that sampler's generator on. The restore sets it to its saved state before the Trainer rebuilds the loader (the
-    rebuilt sampler shares it), which is how a resumed run draws the seeds an uninterrupted one would.
+    that sampler's generator on (the rebuilt sampler shares it). The restore plan checks a saved state against it.
     """
     from torch.utils.data import DataLoader, RandomSampler
 

@@ -180,9 +180,10 @@ class FitLoop:
         self._epoch_end(completed)
 
     def _restore_shuffle_generator(self, sampler: Any) -> None:
-        """Set the shuffle generator of the loader to the state the checkpoint saved, at the first epoch after a
-        restore: a generator built in ``train_dataloader()`` exists only now (the restore set one passed to ``fit``
-        already; setting it again to the same state changes nothing)."""
+        """Set the loader's shuffle generator (``DataLoader(generator=g)``) to the state the checkpoint saved, at the
+        first epoch after a restore: here for a loader passed to ``fit`` and one built in ``train_dataloader()``
+        alike (that one exists only now), before the epoch draws its seed. A checkpoint without the state leaves the
+        generator as it is; the restore plan checked the state."""
         saved = self.trainer._pending_sampler
         state = saved.pop("generator_state", None) if saved is not None else None
         if state is not None and sampler is not None and sampler.draws_from_generator:
