@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from xtrain.core._internal.bounded import check_checkpoint_hparams
-from xtrain.core._internal.integrity import ALGORITHM, verify_files, verify_zip
+from xtrain.core._internal.integrity import ALGORITHM, UNVERIFIED_FIX, verify_files, verify_zip
 from xtrain.core._internal.manifest import check_manifest
 from xtrain.core._internal.safe_metadata import check_metadata, load_metadata
 from xtrain.core.errors import CheckpointError
@@ -32,8 +32,6 @@ __all__ = ["inspect_checkpoint", "peek_manifest", "read_checkpoint", "read_full_
 
 _ACCESS = {errno.EACCES, errno.EPERM, errno.EIO, errno.EROFS, errno.ENOENT, errno.EISDIR}
 """Errors of the file system, not of the bytes: the message points at permissions and the disk."""
-_UNVERIFIED = ("Resume from an earlier checkpoint, or load it unverified (TorchCheckpointIO(checksums=False)) if you "
-               "trust it.")
 
 
 def read_checkpoint(path: str | Path, *, template: Mapping[str, Any] | None = None, verify: bool = True,
@@ -124,7 +122,7 @@ def read_full_file(path: str | Path, *, verify: bool = True, map_location: Any =
         if not verified and loaded["xtrain"].get("checksums") == ALGORITHM:
             raise CheckpointError(f"checkpoint {str(file)!r}: its manifest says it was sealed with a CRC-32 when it "
                                   f"was written, but it carries none (its end was rewritten, or it was saved with "
-                                  f"another tool since), so it cannot be verified. {_UNVERIFIED}")
+                                  f"another tool since), so it cannot be verified. {UNVERIFIED_FIX}")
     check_checkpoint_hparams(loaded, str(file))
     return loaded
 

@@ -20,7 +20,8 @@ from typing import IO, Any
 
 from xtrain.core.errors import CheckpointError
 
-__all__ = ["ALGORITHM", "HashingStream", "crc32", "file_checksum", "seal_zip", "verify_files", "verify_zip"]
+__all__ = ["ALGORITHM", "UNVERIFIED_FIX", "HashingStream", "crc32", "file_checksum", "seal_zip", "verify_files",
+           "verify_zip"]
 
 ALGORITHM = "crc32"
 _LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")
@@ -30,7 +31,7 @@ _END_RECORD = 22
 _END_SIGNATURE = b"PK\x05\x06"
 _ZIP_START = b"PK\x03\x04"
 _MAX_COMMENT = 0xFFFF
-_ELSEWHERE = ("Resume from an earlier checkpoint, or load it unverified (TorchCheckpointIO(checksums=False)) if you "
+UNVERIFIED_FIX = ("Resume from an earlier checkpoint, or load it unverified (TorchCheckpointIO(checksums=False)) if you "
               "verify it elsewhere.")
 
 
@@ -179,14 +180,14 @@ def _sealed(path: Path, size: int) -> int | None:
                               f"{len(tail) - first - _END_RECORD} follow it): it is torn or was changed (e.g. "
                               f"appended to) after it was written, or a CheckpointIO plugin wrote it in a format of "
                               f"its own (then read it with that plugin: the Trainer(plugins=[...]) that saved it). "
-                              f"{_ELSEWHERE}")
+                              f"{UNVERIFIED_FIX}")
     comment = tail[at + _END_RECORD:]
     if len(comment) != _TRAILER:
         return None
     digits = comment[len(_TAG):]
     if not comment.startswith(_TAG) or not all(c in b"0123456789abcdef" for c in digits):
         raise CheckpointError(f"checkpoint {str(path)!r}: the checksum written at its end is damaged "
-                              f"({comment!r}), so the file cannot be verified. {_ELSEWHERE}")
+                              f"({comment!r}), so the file cannot be verified. {UNVERIFIED_FIX}")
     return int(digits, 16)
 
 
@@ -219,7 +220,7 @@ def verify_zip(path: Path) -> bool:
         if found != expected:
             raise CheckpointError(
                 f"checkpoint {str(path)!r} does not match the CRC-32 written with it ({found:08x} vs {expected:08x}): "
-                f"the file was corrupted after it was written. {_ELSEWHERE}")
+                f"the file was corrupted after it was written. {UNVERIFIED_FIX}")
         return True
     if not zipfile.is_zipfile(path):
         return False  # torch's legacy (pre-zip) format carries no checksum; torch.load(weights_only=True) judges it
@@ -246,7 +247,7 @@ def _verify_record(path: Path, whole: memoryview, info: zipfile.ZipInfo, size: i
     if fields[0] != b"PK\x03\x04" or found != info.CRC:
         raise CheckpointError(
             f"checkpoint {str(path)!r}: the record {info.filename!r} ({_what(info.filename)}) does not match the "
-            f"CRC-32 written with it: the file was corrupted after it was written. {_ELSEWHERE}")
+            f"CRC-32 written with it: the file was corrupted after it was written. {UNVERIFIED_FIX}")
 
 
 def _what(record: str) -> str:
