@@ -6,7 +6,6 @@ real Lightning projects (lightning-hydra-template reads ``trainer.model`` in ``c
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,15 +35,6 @@ def shaped_as(given: Any, loaders: list[Any]) -> Any:
     return list(loaders) if isinstance(given, list) else loaders[0]
 
 
-@functools.cache
-def _lightning_attributes() -> dict[str, str]:
-    """What to write instead of each Trainer attribute of Lightning's that xtrain names otherwise or lacks."""
-    from xtrain.core._internal.migrate.rules import RULES, Section  # the rule table only, read on the first miss
-
-    return {r.lightning: f"it is trainer.{r.xtrain} in xtrain" if r.xtrain else r.note
-            for r in RULES if r.section is Section.TRAINER_API and "." not in r.lightning}
-
-
 class LightningAttributes:
     """Read-only Lightning names on :class:`~xtrain.core.Trainer` (mixed in)."""
 
@@ -68,10 +58,11 @@ class LightningAttributes:
             if isinstance(found, property) and found.fget is not None:
                 return found.fget(self)  # a property that raised AttributeError inside: let that error show
             message = f"{type(self).__name__!r} object has no attribute {name!r}"
-            hint = None if name.startswith("_") else _lightning_attributes().get(name)
-            if hint is not None:
-                message += f"; Lightning's trainer.{name}: {hint}. To convert a whole Lightning script, run: " \
-                           "xtrain migrate <file>"
+            if not name.startswith("_"):
+                from xtrain.core._internal.migrate.hints import attribute_hint  # the rule table, read on a miss
+
+                hint = attribute_hint(name)
+                message += f"; {hint}" if hint else ""
             raise AttributeError(message, name=name, obj=self)
 
     @property

@@ -7,20 +7,34 @@ LibCST), and only when a lookup has already failed, so ``import xtrain.core`` pa
 
 from __future__ import annotations
 
+import functools
 import opcode
 from types import FrameType, ModuleType
 
 from xtrain.core._internal.migrate.rules import RULES, Rule, Section
 
-__all__ = ["hint", "missing_name_error"]
+__all__ = ["attribute_hint", "hint", "missing_name_error"]
 
 _IMPORT_FROM = opcode.opmap["IMPORT_FROM"]
+_WHOLE_SCRIPT = "To convert a whole Lightning script, run: xtrain migrate <file>"
 
 
 def _rule(name: str) -> Rule | None:
     found = [r for r in RULES if r.section is Section.NAME and r.lightning.rpartition(".")[2] == name]
     found.sort(key=lambda r: (r.xtrain is None, not r.lightning.startswith("lightning.pytorch")))
     return found[0] if found else None
+
+
+@functools.cache
+def _trainer_attributes() -> dict[str, str]:
+    return {r.lightning: f"it is trainer.{r.xtrain} in xtrain" if r.xtrain else r.note
+            for r in RULES if r.section is Section.TRAINER_API and "." not in r.lightning}
+
+
+def attribute_hint(name: str) -> str | None:
+    """What to write instead of Lightning's ``trainer.<name>`` (``None`` if it is not one of Lightning's)."""
+    instead = _trainer_attributes().get(name)
+    return None if instead is None else f"Lightning's trainer.{name}: {instead}. {_WHOLE_SCRIPT}"
 
 
 def hint(name: str) -> str | None:
@@ -35,7 +49,7 @@ def hint(name: str) -> str | None:
         instead = f"xtrain's name for Lightning's {name} is {new}: from {where} import {new}"
     else:
         instead = f"Lightning's {name} becomes {r.xtrain}"
-    return f"{instead}. To convert a whole Lightning script, run: xtrain migrate <file>"
+    return f"{instead}. {_WHOLE_SCRIPT}"
 
 
 def _in_from_import(frame: FrameType | None) -> bool:
