@@ -83,9 +83,28 @@ def test_a_rank_waiting_in_a_collective_is_fine_while_another_rank_progresses() 
         for now in (5.0, 12.0, 19.0):
             store.add("progress", 1)  # rank 0 writing a slow checkpoint, chunk after chunk
             assert watch.poll(now) is None
-        assert watch.poll(28.0) is None
-        reason = watch.poll(29.5)  # nobody progressed for 10.5 s: the ranks wait for each other
+        assert watch.poll(31.0) is None  # 12 s: the stuck rank, if there is one, gets 2 s to report first
+        reason = watch.poll(31.5)  # nobody progressed for 12.5 s: the ranks wait for each other
     assert reason is not None and "no rank made progress" in reason
+
+
+def test_the_stuck_rank_reports_before_the_ranks_waiting_for_it() -> None:
+    """Both ranks stall at once (one in user code, one in the all-reduce waiting for it), and the stuck rank's
+    watchdog samples late (a loaded machine): it still reaches its limit first, so the report names it."""
+    store = dist.HashStore()
+    stuck_signal, waiting_signal = ProgressSignal(), ProgressSignal()
+    stuck, waiting = monitor(stuck_signal, store), monitor(waiting_signal, store)
+    for signal in (stuck_signal, waiting_signal):
+        signal.step("train")
+    samples = sorted([(0.5 * i, "waiting") for i in range(40)] + [(0.4 + 0.5 * i, "stuck") for i in range(20)]
+                     + [(11.3 + 0.5 * i, "stuck") for i in range(20)])  # not scheduled from 9.9 s to 11.3 s
+    first = None
+    with waiting_signal.collective("backward"):
+        for now, who in samples:
+            if (stuck if who == "stuck" else waiting).poll(now) is not None:
+                first = (who, now)
+                break
+    assert first == ("stuck", 11.3), first
 
 
 def test_collectives_are_counted_and_named_outermost() -> None:

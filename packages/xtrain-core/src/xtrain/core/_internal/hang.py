@@ -10,6 +10,8 @@ the clock of its last change, so the step path never reads a clock. A rank is hu
 * it waits in a collective and no rank at all made progress for as long. Progress of any rank is one counter on
   the store, bumped at most once per interval per rank, so a rank waiting in a barrier while rank 0 writes a
   slow checkpoint is not a hang. While any rank runs under its first-step allowance, waiting ranks allow as much.
+  A waiting rank also allows :data:`WAITING_GRACE_S` more, so that the rank that is stuck (whose watchdog samples
+  at another moment) reports first and the report names it, not one of the ranks waiting for it.
 
 The report (stacks, the summary) is :mod:`xtrain.core._internal.hang_report`; the protocol that makes every rank
 take part and exit is in :mod:`xtrain.core._internal.watchdog`.
@@ -24,12 +26,13 @@ from typing import Any
 from xtrain.core._internal.progress_signal import PROGRESS, ProgressSignal
 from xtrain.core.errors import ConfigError
 
-__all__ = ["DEFAULT_HANG_TIMEOUT", "FIRST_STEP_FACTOR", "MIN_HANG_TIMEOUT", "HangMonitor", "first_step_limit",
-           "parse_hang_timeout", "report_margin"]
+__all__ = ["DEFAULT_HANG_TIMEOUT", "FIRST_STEP_FACTOR", "MIN_HANG_TIMEOUT", "WAITING_GRACE_S", "HangMonitor",
+           "first_step_limit", "parse_hang_timeout", "report_margin"]
 
 DEFAULT_HANG_TIMEOUT = 900.0
 FIRST_STEP_FACTOR = 4.0
 MIN_HANG_TIMEOUT = 1.0  # the watchdog samples progress every 0.5 s: a shorter limit cannot be measured
+WAITING_GRACE_S = 2.0  # four samples; below report_margin's 5 s, so the report still comes before torch's timeout
 _PROGRESS_KEY = "progress"
 _COLD_KEY = "cold"
 
@@ -127,8 +130,8 @@ class HangMonitor:
             return f"rank made no progress for {stalled:.1f} s (limit {limit:g} s)"
         others_cold = int(self.store.add(_COLD_KEY, 0)) > 0
         global_limit = self.first_step if others_cold else self.timeout
-        if now - self.global_change <= global_limit:
-            return None  # waiting for a rank that still makes progress (a slow save, a long rank-0 task)
+        if now - self.global_change <= global_limit + WAITING_GRACE_S:
+            return None  # waiting for a rank that still makes progress (a slow save), or the stuck rank reports
         return f"no rank made progress for {now - self.global_change:.1f} s (limit {global_limit:g} s)"
 
     def close(self) -> None:
