@@ -559,6 +559,9 @@ ADAM_CASES: dict[str, tuple[Any, str]] = {
                                   r"lr_schedulers\[0\]: step would replace"),
     "scheduler epoch not finite": (lambda c: c["lr_schedulers"][0].update(last_epoch=float("nan")),
                                    r"lr_schedulers\[0\]: last_epoch not finite"),
+    "scheduler rates for two groups": (lambda c: c["lr_schedulers"][0].update(base_lrs=[0.1, 0.1]),
+                                       r"lr_schedulers\[0\].base_lrs: 2 values, one per parameter group of an "
+                                       r"optimizer with 1"),
     "adam moments as scalars": (lambda c: [s.update(exp_avg=torch.tensor(0.0))
                                            for s in c["optimizer_states"][0]["state"].values()],
                                 r"net.0.weight.exp_avg: checkpoint \(\) vs parameter \(32, 16\)"),

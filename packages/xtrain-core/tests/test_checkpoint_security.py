@@ -353,7 +353,8 @@ def _tamper_lambdas(checkpoint: dict[str, Any], elsewhere: Path) -> None:
 @pytest.mark.parametrize(("tamper", "message"), [
     (_tamper_version, "is not a version number or a plain directory name"),
     (_tamper_rows, "rows '12' is not a number of rows"),
-    (_tamper_lambdas, r"lr_schedulers\[0\] refused its saved state \(IndexError"),
+    # Once torch's IndexError in the scheduler's own load; the plan now sees a list of another length than the groups.
+    (_tamper_lambdas, r"lr_schedulers\[0\].lr_lambdas: 2 values, one per parameter group of an optimizer with 1"),
     (_tamper_loggers_none, "loggers: not a collection of state dicts"),
     (_tamper_seed, r"sampler: .* with both in \[0, 2\*\*63\)"),
     (_tamper_step, "loops: counters global_step negative or beyond 64 bits"),

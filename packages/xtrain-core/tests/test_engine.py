@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from xtrain.core import ConfigError, Engine, Trainer, seed_everything
+from xtrain.core import CheckpointError, ConfigError, Engine, Trainer, seed_everything
 from xtrain.core.testing import TinyClassifier, tiny_dataset
 
 
@@ -135,6 +135,21 @@ def test_engine_load_refused_state_loads_nothing(tmp_path: Path) -> None:
     assert type(refused.value).__name__ == "CheckpointError"
     assert all(torch.equal(v, edited[k]) for k, v in model.state_dict().items())
     assert not all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+
+@pytest.mark.parametrize(("edit", "expected"), [
+    ({"base_lrs": [1.0, 1.0]}, r"scheduler.base_lrs: 2 values, one per parameter group of an optimizer with 1"),
+    ({"optimizer": {}}, "scheduler: optimizer would replace the scheduler's own attributes"),
+], ids=["rates-for-two-groups", "shadows-its-optimizer"])
+def test_engine_load_checks_a_scheduler_as_fit_does(edit: dict[str, Any], expected: str, tmp_path: Path) -> None:
+    engine, model, _, scheduler = _engine_with_scheduler()
+    engine.save(tmp_path / "e.ckpt", {"model": model, "scheduler": scheduler})
+    checkpoint = torch.load(tmp_path / "e.ckpt", weights_only=True)
+    checkpoint["scheduler"].update(edit)
+    torch.save(checkpoint, tmp_path / "bad.ckpt")
+    with pytest.raises(CheckpointError, match=expected):
+        engine.load(tmp_path / "bad.ckpt", {"model": model, "scheduler": scheduler})
+    assert scheduler.base_lrs == [1.0] and scheduler.optimizer is not None
 
 
 class _Counter:

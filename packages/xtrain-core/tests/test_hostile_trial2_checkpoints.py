@@ -187,3 +187,34 @@ def test_an_allocation_failure_while_checking_metadata_is_a_checkpoint_error(err
     assert str(sharded) in str(info.value)
     _refused(sharded, type(error).__name__)
     assert newest_complete([sharded]) is None
+
+
+# -- 5. files the operating system will not let us read ------------------------------------------------------------
+@pytest.mark.parametrize("verify", [True, False])
+@pytest.mark.parametrize("name", [".metadata", "xtrain.json"])
+def test_a_file_that_cannot_be_read_is_called_unreadable_not_corrupted(name: str, verify: bool, sharded: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests run as root, whom file modes do not stop: the read itself is made to fail as it does for a user
+    without permission. Calling the file corrupted would send the user to an earlier checkpoint for nothing."""
+    import errno
+
+    target = next(p for p in sharded.rglob(name))
+    real_read, real_open = Path.read_bytes, Path.open
+
+    def read_bytes(self: Path) -> bytes:
+        if self == target:
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_read(self)
+
+    def path_open(self: Path, *args: Any, **kwargs: Any) -> Any:
+        if self == target:
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(Path, "open", path_open)
+    with pytest.raises(CheckpointError) as info:
+        read_checkpoint(sharded, verify=verify)
+    message = str(info.value)
+    assert "cannot be read (PermissionError" in message and "Check the permissions" in message, message
+    assert "corrupted" not in message and "crafted" not in message, message

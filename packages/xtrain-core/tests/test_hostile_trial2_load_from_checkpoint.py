@@ -1,8 +1,9 @@
-"""``load_from_checkpoint`` on hyperparameter entries a hostile file can hold: every refusal names the file.
+"""``load_from_checkpoint`` on entries a hostile file can hold: every refusal names the file.
 
 A Namespace rebuilt from keys that are not strings raised a raw ``TypeError`` (``keywords must be strings``), and
 the messages for a non-dict entry or a non-string ``hparams_name`` did not say which file; the data module's entries
-(``datamodule_...``) go through the same path.
+(``datamodule_...``) go through the same path. A complex or integer tensor for a float weight was cast by torch's
+``load_state_dict`` (the imaginary part dropped) where ``fit``'s restore refuses it; both now check the same way.
 """
 
 from __future__ import annotations
@@ -72,3 +73,26 @@ def test_a_genuine_namespace_still_rebuilds(prefix: str, tmp_path: Path) -> None
                   prefix)
     built = (ConfiguredData if prefix else Configured).load_from_checkpoint(path)
     assert built.cfg == Namespace(a=1)
+
+
+@pytest.mark.parametrize("strict", [True, False])
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.int64])
+def test_a_weight_of_another_kind_of_number_is_refused(dtype: torch.dtype, strict: bool, tmp_path: Path) -> None:
+    state = TinyClassifier().state_dict()
+    state["net.0.weight"] = state["net.0.weight"].to(dtype)
+    path = tmp_path / "kind.ckpt"
+    save_file({"state_dict": state, "hyper_parameters": {}}, path)
+    with pytest.raises(CheckpointError, match=rf"net.0.weight: checkpoint {dtype} vs model torch.float32") as info:
+        TinyClassifier.load_from_checkpoint(path, strict=strict)
+    message = str(info.value)
+    assert f"checkpoint {str(path)!r} does not fit TinyClassifier; nothing was loaded" in message
+    assert ("strict=False" in message) is strict
+
+
+def test_a_float_weight_of_another_precision_still_loads(tmp_path: Path) -> None:
+    state = TinyClassifier().state_dict()
+    path = tmp_path / "double.ckpt"
+    save_file({"state_dict": {k: v.double() for k, v in state.items()}, "hyper_parameters": {}}, path)
+    loaded = TinyClassifier.load_from_checkpoint(path)
+    assert all(v.dtype == torch.float32 for v in loaded.state_dict().values())
+    assert torch.equal(loaded.state_dict()["net.0.weight"], state["net.0.weight"])

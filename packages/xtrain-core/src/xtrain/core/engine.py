@@ -453,6 +453,8 @@ class Engine:
                 plan.optimizers([checkpoint[key]], [target], [names])
             elif isinstance(target, dict) and not isinstance(checkpoint[key], dict):
                 plan.problems.append(f"{key}: checkpoint holds a {type(checkpoint[key]).__name__}, not a dict")
+            elif isinstance(target, torch.optim.lr_scheduler.LRScheduler):
+                plan.scheduler(key, checkpoint[key], target)
             elif _stateful(target):
                 plan.like(key, checkpoint[key], target.state_dict())
         if plan.problems and strict:

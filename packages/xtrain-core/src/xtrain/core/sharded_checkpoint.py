@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from xtrain.core._internal.read_errors import cannot_read
 from xtrain.core.checkpoint_io import PathLike
 from xtrain.core.errors import CheckpointError
 
@@ -78,7 +79,11 @@ def read_manifest(path: PathLike) -> dict[str, Any]:
     if file.stat().st_size > _MAX_MANIFEST:
         raise CheckpointError(f"the manifest {str(file)!r} is {file.stat().st_size} bytes, more than any real one.")
     try:
-        manifest = json.loads(file.read_text())
+        raw = file.read_bytes()
+    except OSError as err:
+        raise cannot_read(f"the manifest {str(file)!r}", err) from None
+    try:
+        manifest = json.loads(raw)
         data_name = manifest["data"]
         meta = manifest["xtrain"]
     except (ValueError, KeyError, TypeError) as err:

@@ -9,7 +9,6 @@ unpickler (:mod:`~xtrain.core._internal.safe_metadata`) and checked against the 
 
 from __future__ import annotations
 
-import errno
 import functools
 import os
 import pickle
@@ -25,12 +24,12 @@ import torch
 from xtrain.core._internal.bounded import check_checkpoint_hparams
 from xtrain.core._internal.integrity import ALGORITHM, UNVERIFIED_FIX, verify_files, verify_zip
 from xtrain.core._internal.manifest import check_manifest
+from xtrain.core._internal.read_errors import ACCESS_ERRNOS, cannot_read
 from xtrain.core._internal.safe_metadata import check_metadata, load_metadata
 from xtrain.core.errors import CheckpointError
 
 __all__ = ["inspect_checkpoint", "peek_manifest", "read_checkpoint", "read_full_file", "read_sharded"]
 
-_ACCESS = {errno.EACCES, errno.EPERM, errno.EIO, errno.EROFS, errno.ENOENT, errno.EISDIR}
 """Errors of the file system, not of the bytes: the message points at permissions and the disk."""
 
 
@@ -137,9 +136,8 @@ def _refusal(err: BaseException) -> str:
 
 def _damaged(path: str | Path, err: BaseException) -> CheckpointError:
     """A malformed checkpoint found by an error the checks did not foresee, as the :class:`CheckpointError` it is."""
-    if isinstance(err, OSError) and err.errno in _ACCESS:
-        return CheckpointError(f"checkpoint {str(path)!r} cannot be read ({type(err).__name__}: {err}). Check the "
-                               f"permissions of its files and the disk.")
+    if isinstance(err, OSError) and err.errno in ACCESS_ERRNOS:
+        return cannot_read(f"checkpoint {str(path)!r}", err)
     if isinstance(err, OSError):  # EINVAL and the like: torch's reader met offsets beyond a file cut short
         return CheckpointError(f"checkpoint {str(path)!r} is truncated or corrupted ({type(err).__name__}: {err}). "
                                f"Resume from an earlier checkpoint.")

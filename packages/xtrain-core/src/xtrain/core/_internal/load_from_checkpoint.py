@@ -19,6 +19,7 @@ import torch
 from xtrain.core._internal.hparams_file import read_hparams_file
 from xtrain.core._internal.model_setup import mark_configured
 from xtrain.core._internal.restore_apply import short_repr as _short_repr
+from xtrain.core._internal.restore_plan import RestorePlan
 from xtrain.core.defaults.torch_io import read_checkpoint_file
 from xtrain.core.errors import CheckpointError
 
@@ -113,6 +114,12 @@ def load_module(cls: type[_T], path: str | Path, *, map_location: Any, strict: b
     module.configure_model()  # type: ignore[operator]
     mark_configured(module)
     module.on_load_checkpoint(checkpoint)  # type: ignore[operator]
+    plan = RestorePlan(str(path), target=cls.__name__)  # as fit's restore: a complex tensor for a float one, too
+    plan.module(state, module, strict=strict is not False)
+    partial = "" if strict is False else ", or strict=False to load the keys that match"
+    plan.fixes.append(f"pass the hyperparameters {cls.__name__} was built with when the checkpoint was saved (as "
+                      f"arguments to load_from_checkpoint){partial}.")
+    plan.check()
     try:
         result = module.load_state_dict(state, strict=strict is not False)
     except RuntimeError as err:

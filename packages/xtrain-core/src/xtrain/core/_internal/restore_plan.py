@@ -28,8 +28,9 @@ _INT64 = 2**63  # counters and seeds live in int64 tensors and torch.Generator.m
 class RestorePlan:
     """Differences between one checkpoint file and its targets; :meth:`check` raises them all at once."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, target: str = "this run") -> None:
         self.path = path
+        self.target = target
         self.problems: list[str] = []
         self.fixes: list[str] = []
 
@@ -143,6 +144,17 @@ class RestorePlan:
             nan = [str(k) for k, v in saved.items() if k in live and finite(live[k]) and not finite(v)]
             if nan:
                 self.problems.append(f"{where}: {listed(nan)} not finite")
+            self._per_group(where, saved, live, len(getattr(getattr(scheduler, "optimizer", None), "param_groups", ())))
+
+    def _per_group(self, where: str, saved: dict[Any, Any], live: dict[str, Any], groups: int) -> None:
+        """Lists with one value per parameter group (base_lrs, _last_lr, lr_lambdas) must keep their length: torch
+        zips them with the groups, so a longer or shorter list trains some groups at another rate without a word."""
+        for key, value in live.items():
+            theirs = saved.get(key)
+            if groups and isinstance(value, list) and len(value) == groups and isinstance(theirs, (list, tuple)) \
+                    and len(theirs) != groups:
+                self.problems.append(f"{where}.{key}: {len(theirs)} values, one per parameter group of an optimizer "
+                                     f"with {groups}")
 
     def rng(self, state: Any) -> None:
         """Try this rank's generator states on the live generators, then put the live states back."""
@@ -210,7 +222,7 @@ class RestorePlan:
         shown = "\n  ".join(self.problems[:SHOWN])
         more = f"\n  ... and {len(self.problems) - SHOWN} more" if len(self.problems) > SHOWN else ""
         fixes = " ".join(self.fixes)
-        raise CheckpointError(f"checkpoint {self.path!r} does not fit this run; nothing was loaded:\n  {shown}{more}"
+        raise CheckpointError(f"checkpoint {self.path!r} does not fit {self.target}; nothing was loaded:\n  {shown}{more}"
                               f"\nFix: {fixes or 'build the model and optimizers as they were when it was saved.'}")
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from xtrain.core._internal.chunk_layout import tiling_problem
+from xtrain.core._internal.read_errors import cannot_read
 from xtrain.core.errors import CheckpointError
 
 __all__ = ["check_metadata", "load_metadata"]
@@ -59,7 +60,11 @@ def load_metadata(file: Path, *, checkpoint: str) -> Any:
         raise CheckpointError(f"checkpoint {checkpoint!r}: the tensor metadata {str(file)!r} is "
                               f"{file.stat().st_size} bytes, more than any real one; refused unread.")
     try:
-        metadata = _Unpickler(io.BytesIO(file.read_bytes())).load()
+        raw = file.read_bytes()
+    except OSError as err:
+        raise cannot_read(f"checkpoint {checkpoint!r}: the tensor metadata {str(file)!r}", err) from None
+    try:
+        metadata = _Unpickler(io.BytesIO(raw)).load()
     except Exception as err:  # noqa: BLE001 - whatever a crafted or damaged pickle raises, the answer is the same
         raise CheckpointError(f"checkpoint {checkpoint!r}: the tensor metadata {str(file)!r} was refused unread and "
                               f"nothing in it was executed ({type(err).__name__}: {err}). It is corrupted or was "
