@@ -75,6 +75,31 @@ def test_an_accelerator_with_a_wrong_priority_type() -> None:
     assert "seen:     None" in message
 
 
+def test_the_kit_judges_declared_data_by_the_registrys_rules() -> None:
+    """A set of names works in the registry, so the kit accepts it too; a list is refused by both, naming it."""
+    from xtrain.core._internal.plugin_checks import declared_data_problem
+
+    class WithSet(CPUAccelerator):
+        name = "with-set"
+        supported_precisions = {"32-true"}  # type: ignore[assignment]
+
+    class WithList(CPUAccelerator):
+        name = "with-list"
+        supported_precisions = ["32-true"]  # type: ignore[assignment]
+
+    class SetKit(AcceleratorConformance):
+        accelerator = WithSet
+
+    class ListKit(AcceleratorConformance):
+        accelerator = WithList
+
+    SetKit().test_declares_capabilities_as_data()
+    assert declared_data_problem("xtrain.accelerators", WithSet) is None
+    message = failure(ListKit().test_declares_capabilities_as_data)
+    assert "documented types: supported_precisions" in message and "seen:     ['32-true']" in message
+    assert "supported_precisions = ['32-true']" in str(declared_data_problem("xtrain.accelerators", WithList))
+
+
 def test_no_backward_sync_and_collective_judgements() -> None:
     """The judgement on the probe records (the records themselves come from real processes in the kit runs)."""
     kit = StrategyConformance()

@@ -5,11 +5,10 @@ Names are imported on first use, so ``import xtrain.core`` costs almost nothing 
 
 from __future__ import annotations
 
-import importlib
-import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from xtrain.core.__about__ import __version__
+from xtrain.core._internal.lazy_names import lazy_getattr
 
 if TYPE_CHECKING:
     from xtrain.core.accelerator import Accelerator
@@ -62,18 +61,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        if name.startswith("_"):
-            raise AttributeError(f"module 'xtrain.core' has no attribute {name!r}")
-        # Lightning names (LightningModule...) get a hint naming xtrain's; the helper is imported only on a miss.
-        from xtrain.core._internal.migrate.hints import missing_name_error
-
-        raise missing_name_error(sys.modules[__name__], name, sys._getframe(1))
-    value = getattr(importlib.import_module(f"xtrain.core.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _WHERE, remember=True)  # LightningModule gets a hint naming TrainModule
 
 
 def __dir__() -> list[str]:

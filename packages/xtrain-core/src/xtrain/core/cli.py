@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from xtrain.core._internal.lazy_names import lazy_getattr
 
 if TYPE_CHECKING:
     from xtrain.core._internal.cli.app import XtrainCLI
@@ -12,20 +14,9 @@ if TYPE_CHECKING:
 __all__ = ["SaveConfigCallback", "XtrainCLI", "main"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "XtrainCLI":  # jsonargparse is imported only by those who use it
-        from xtrain.core._internal.cli.app import XtrainCLI
-
-        return XtrainCLI
-    if name == "SaveConfigCallback":
-        from xtrain.core._internal.cli.save_config import SaveConfigCallback
-
-        return SaveConfigCallback
-    if name.startswith("_"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from xtrain.core._internal.migrate.hints import missing_name_error  # a Lightning name gets a hint naming ours
-
-    raise missing_name_error(sys.modules[__name__], name, sys._getframe(1))
+# jsonargparse is imported only by those who use the CLI classes.
+__getattr__ = lazy_getattr(__name__, {"XtrainCLI": "app", "SaveConfigCallback": "save_config"},
+                           package="xtrain.core._internal.cli")
 
 
 def main(argv: list[str] | None = None) -> int:

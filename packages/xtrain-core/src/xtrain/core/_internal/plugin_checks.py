@@ -17,9 +17,9 @@ import inspect
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-__all__ = ["declared_data_problem", "loaded_problem"]
+__all__ = ["MISSING", "Mismatch", "declared_data_mismatches", "declared_data_problem", "loaded_problem"]
 
-_MISSING = object()
+MISSING = object()  # the value of an attribute a plugin does not declare
 
 
 class _Rule(NamedTuple):
@@ -94,6 +94,33 @@ _RULES: dict[str, tuple[str, str, tuple[_Rule, ...]]] = {
 }
 
 
+class Mismatch(NamedTuple):
+    """A declared attribute whose value is not of its documented type (``value`` is :data:`MISSING` if absent)."""
+
+    attribute: str
+    expected: str
+    value: Any
+
+
+def declared_data_mismatches(group: str, plugin: object) -> list[Mismatch]:
+    """Every attribute ``plugin`` (a class or an instance) declares wrongly for the contract of ``group``, in the
+    contract's order; empty when ``plugin`` does not implement that contract (the registry reports that itself).
+
+    The registry refuses a plugin for the first; the conformance kit (``xtrain.core.testing``) fails on the first.
+    """
+    rules = _RULES.get(group)
+    if rules is None:
+        return []
+    module, contract_name, checks = rules
+    contract = getattr(importlib.import_module(module), contract_name)
+    cls = plugin if isinstance(plugin, type) else type(plugin)
+    if not issubclass(cls, contract):
+        return []
+    found = ((rule, getattr(plugin, rule.attribute, MISSING)) for rule in checks)
+    return [Mismatch(rule.attribute, rule.expected, value) for rule, value in found
+            if value is MISSING or not rule.valid(value)]
+
+
 def declared_data_problem(group: str, plugin: object) -> str | None:
     """What is wrong with the data that ``plugin`` (a class or an instance) declares for the contract of ``group``.
 
@@ -102,24 +129,18 @@ def declared_data_problem(group: str, plugin: object) -> str | None:
         of the group's contract (a wrong type is reported by the registry's own check); otherwise a phrase that
         continues "the plugin (entry point ...) ...", naming the attribute, the value seen and what it must be.
     """
-    rules = _RULES.get(group)
-    if rules is None:
+    mismatches = declared_data_mismatches(group, plugin)
+    if not mismatches:
         return None
-    module, contract_name, checks = rules
-    contract = getattr(importlib.import_module(module), contract_name)
+    attribute, expected, value = mismatches[0]
+    contract_name = _RULES[group][1]
     cls = plugin if isinstance(plugin, type) else type(plugin)
-    if not issubclass(cls, contract):
-        return None
     subject = f"names the class {cls.__qualname__}" if plugin is cls else f"returned a {cls.__qualname__}"
-    for rule in checks:
-        value = getattr(plugin, rule.attribute, _MISSING)
-        if value is _MISSING:
-            return (f"{subject}, which does not declare {rule.attribute}: the {contract_name} contract needs "
-                    f"{rule.expected} (set {rule.attribute} as a class attribute of {cls.__qualname__}).")
-        if not rule.valid(value):
-            return (f"{subject}, which declares {rule.attribute} = {value!r} "
-                    f"({type(value).__name__}): the {contract_name} contract needs {rule.expected}.")
-    return None
+    if value is MISSING:
+        return (f"{subject}, which does not declare {attribute}: the {contract_name} contract needs {expected} (set "
+                f"{attribute} as a class attribute of {cls.__qualname__}).")
+    return (f"{subject}, which declares {attribute} = {value!r} ({type(value).__name__}): the {contract_name} "
+            f"contract needs {expected}.")
 
 
 def loaded_problem(group: str, loaded: object) -> str | None:

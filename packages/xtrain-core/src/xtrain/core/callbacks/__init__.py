@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from xtrain.core._internal.lazy_names import lazy_getattr
 from xtrain.core.callbacks.callback import Callback
 from xtrain.core.callbacks.early_stopping import EarlyStopping, EarlyStoppingReason
 from xtrain.core.callbacks.lr_monitor import LearningRateMonitor
@@ -54,14 +54,4 @@ def default_progress_bar() -> ProgressBar:
     return ProgressBar()
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        if name.startswith("_"):
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from xtrain.core._internal.migrate.hints import missing_name_error  # a Lightning name gets a hint naming ours
-
-        raise missing_name_error(sys.modules[__name__], name, sys._getframe(1))
-    import importlib
-
-    return getattr(importlib.import_module(f"xtrain.core.callbacks.{module}"), name)
+__getattr__ = lazy_getattr(__name__, _LAZY)

@@ -4,10 +4,9 @@ names), imported only when such a logger is used."""
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
-from typing import Any
 
+from xtrain.core._internal.lazy_names import lazy_getattr
 from xtrain.core.loggers.csv import CSVLogger
 from xtrain.core.loggers.logger import Logger
 
@@ -25,13 +24,4 @@ def default_logger(root: Path) -> Logger:
     return CSVLogger(root)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(f"xtrain.core.loggers.{_LAZY[name]}"), name)
-    if name.startswith("_"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from xtrain.core._internal.migrate.hints import missing_name_error  # a Lightning name gets a hint naming ours
-
-    raise missing_name_error(sys.modules[__name__], name, sys._getframe(1))
+__getattr__ = lazy_getattr(__name__, _LAZY)

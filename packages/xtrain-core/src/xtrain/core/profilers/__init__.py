@@ -7,10 +7,7 @@ pays nothing.
 
 from __future__ import annotations
 
-import importlib
-import sys
-from typing import Any
-
+from xtrain.core._internal.lazy_names import lazy_getattr
 from xtrain.core.profilers.profiler import PassThroughProfiler, Profiler
 
 __all__ = ["AdvancedProfiler", "PassThroughProfiler", "Profiler", "PyTorchProfiler", "SimpleProfiler"]
@@ -18,11 +15,4 @@ __all__ = ["AdvancedProfiler", "PassThroughProfiler", "Profiler", "PyTorchProfil
 _LAZY = {"SimpleProfiler": "simple", "AdvancedProfiler": "advanced", "PyTorchProfiler": "pytorch"}
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(f"xtrain.core.profilers.{_LAZY[name]}"), name)
-    if name.startswith("_"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from xtrain.core._internal.migrate.hints import missing_name_error  # a Lightning name gets a hint naming ours
-
-    raise missing_name_error(sys.modules[__name__], name, sys._getframe(1))
+__getattr__ = lazy_getattr(__name__, _LAZY)

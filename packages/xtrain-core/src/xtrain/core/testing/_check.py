@@ -6,7 +6,7 @@ from typing import NoReturn
 
 import pytest
 
-__all__ = ["check", "fail"]
+__all__ = ["check", "check_declared_data", "fail"]
 
 
 def fail(rule: str, expected: object, seen: object) -> NoReturn:
@@ -18,3 +18,12 @@ def check(ok: object, rule: str, expected: object, seen: object) -> None:
     """:func:`fail` unless ``ok`` is true."""
     if not ok:
         fail(rule, expected, seen)
+
+
+def check_declared_data(group: str, plugin: object, contract: str) -> None:
+    """Fail on the first attribute ``plugin`` declares wrongly, by the rules the registry refuses a plugin with."""
+    from xtrain.core._internal.plugin_checks import MISSING, declared_data_mismatches
+
+    for attribute, expected, value in declared_data_mismatches(group, plugin)[:1]:
+        fail(f"{contract} class attributes are data of the documented types: {attribute}", expected,
+             "not declared" if value is MISSING else repr(value))

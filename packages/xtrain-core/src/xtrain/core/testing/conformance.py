@@ -27,7 +27,7 @@ from xtrain.core.accelerator import Accelerator
 from xtrain.core.errors import ConfigError
 from xtrain.core.registry import ACCELERATORS, STRATEGIES
 from xtrain.core.strategy import Strategy
-from xtrain.core.testing._check import check, fail
+from xtrain.core.testing._check import check, check_declared_data, fail
 from xtrain.core.testing.conformance_environment import ClusterEnvironmentConformance
 from xtrain.core.testing.conformance_plugins import CheckpointIOConformance, PrecisionConformance
 from xtrain.core.testing.doubles import simulate_devices
@@ -93,21 +93,7 @@ class AcceleratorConformance:
 
     def test_declares_capabilities_as_data(self) -> None:
         acc = self.accelerator
-        rule = "Accelerator class attributes are data of the documented types"
-        for attr, kind in (("name", str), ("device_type", str), ("autocast_device_type", str),
-                           ("default_strategy", str), ("default_parallel_strategy", str),
-                           ("device_index_limit", bool), ("supports_inference_mode", bool)):
-            value = getattr(acc, attr, None)
-            check(isinstance(value, kind) and (kind is not str or value), f"{rule}: {attr}",
-                  f"a non-empty {kind.__name__}", repr(value))
-        check(acc.dist_backend is None or isinstance(acc.dist_backend, str), f"{rule}: dist_backend",
-              "None or a torch.distributed backend name such as 'gloo'", repr(acc.dist_backend))
-        check(isinstance(acc.auto_priority, int) and not isinstance(acc.auto_priority, bool), f"{rule}: auto_priority",
-              "an int (cpu is 0; the built-in GPUs 20-40)", repr(acc.auto_priority))
-        for attr in ("supported_precisions", "supported_strategies"):
-            names = getattr(acc, attr)
-            check(names is None or (isinstance(names, frozenset) and all(isinstance(n, str) for n in names)),
-                  f"{rule}: {attr}", "None (any) or a frozenset of names", repr(names))
+        check_declared_data("xtrain.accelerators", acc, "Accelerator")
         reason = acc.unavailable_reason()
         check(reason is None or isinstance(reason, str), "Accelerator.unavailable_reason() returns str or None",
               "None or a sentence saying how to make the accelerator available", repr(reason))
@@ -274,17 +260,7 @@ class StrategyConformance:
         return created
 
     def test_declares_capabilities_as_data(self) -> None:
-        s = self._make()
-        rule = "Strategy class attributes are data of the documented types"
-        check(isinstance(s.name, str) and s.name, f"{rule}: name", "a non-empty str", repr(s.name))
-        for attr in ("supported_accelerators", "supported_precisions"):
-            names = getattr(s, attr)
-            check(names is None or (isinstance(names, frozenset) and all(isinstance(n, str) for n in names)),
-                  f"{rule}: {attr}", "None (any) or a frozenset of names", repr(names))
-        check(s.checkpoint_layout in ("full", "sharded"), f"{rule}: checkpoint_layout", "'full' or 'sharded'",
-              repr(s.checkpoint_layout))
-        check(s.max_devices is None or (isinstance(s.max_devices, int) and s.max_devices >= 1),
-              f"{rule}: max_devices", "None or an int >= 1", repr(s.max_devices))
+        check_declared_data("xtrain.strategies", self._make(), "Strategy")
 
     def test_is_registered_by_name(self) -> None:
         check(self.strategy in STRATEGIES, "registered in the 'xtrain.strategies' entry-point group",

@@ -10,7 +10,7 @@ import pytest
 
 from xtrain.core.environment import ClusterEnvironment
 from xtrain.core.registry import ENVIRONMENTS, STRATEGIES
-from xtrain.core.testing._check import check
+from xtrain.core.testing._check import check, check_declared_data
 from xtrain.core.testing.processes import free_port, python_command, run_processes
 
 __all__ = ["ClusterEnvironmentConformance"]
@@ -45,11 +45,7 @@ class ClusterEnvironmentConformance:
 
     def test_declares_capabilities_as_data(self) -> None:
         env = self.environment
-        check(isinstance(env.name, str) and env.name, "ClusterEnvironment.name", "a non-empty str", repr(env.name))
-        check(env.detect_priority is None or (isinstance(env.detect_priority, int)
-                                              and not isinstance(env.detect_priority, bool)),
-              "ClusterEnvironment.detect_priority", "None (explicit only) or an int ('local' is 0)",
-              repr(env.detect_priority))
+        check_declared_data("xtrain.environments", env, "ClusterEnvironment")
         check(isinstance(env.detect(), bool), "ClusterEnvironment.detect() returns a bool", "True or False",
               repr(env.detect()))
 

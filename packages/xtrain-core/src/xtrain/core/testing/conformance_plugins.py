@@ -14,7 +14,7 @@ from xtrain.core.checkpoint_io import CheckpointIO
 from xtrain.core.errors import CheckpointError
 from xtrain.core.precision import Precision
 from xtrain.core.registry import ACCELERATORS, CHECKPOINT_IO, PRECISIONS
-from xtrain.core.testing._check import check, fail
+from xtrain.core.testing._check import check, check_declared_data, fail
 from xtrain.core.testing._probe import same_value
 
 __all__ = ["CheckpointIOConformance", "PrecisionConformance"]
@@ -63,12 +63,8 @@ class PrecisionConformance:
 
     def test_declares_capabilities_as_data(self) -> None:
         p = self._make()
+        check_declared_data("xtrain.precision", p, "Precision")
         check(p.name == self.precision, "Precision.name is the registered name", repr(self.precision), repr(p.name))
-        check(p.param_dtype is None or isinstance(p.param_dtype, torch.dtype), "Precision.param_dtype",
-              "None or a torch.dtype", repr(p.param_dtype))
-        check(isinstance(p.has_forward_context, bool) and isinstance(p.converts_input, bool),
-              "Precision.has_forward_context and converts_input are bools", "True or False",
-              f"{p.has_forward_context!r}, {p.converts_input!r}")
 
     def test_is_registered_by_name(self) -> None:
         check(self.precision in PRECISIONS, "registered in the 'xtrain.precision' entry-point group",
@@ -182,6 +178,9 @@ class CheckpointIOConformance:
     def _sample(self, value: float) -> dict[str, Any]:
         return {"state_dict": {"w": torch.full((4, 4), value)}, "meta": {"step": int(value), "name": "x"},
                 "list": [1, 2.5, "three"]}
+
+    def test_declares_capabilities_as_data(self) -> None:
+        check_declared_data("xtrain.checkpoint_io", self._make(), "CheckpointIO")
 
     def test_is_registered_by_name(self) -> None:
         check(self.checkpoint_io in CHECKPOINT_IO, "registered in the 'xtrain.checkpoint_io' entry-point group",
