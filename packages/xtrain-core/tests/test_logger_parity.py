@@ -184,11 +184,14 @@ def test_directories_are_str_and_keep_path_operations(tmp_path: Path) -> None:
 # -- 5. W&B --------------------------------------------------------------------------------------------------------
 @pytest.fixture
 def offline_wandb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    pytest.importorskip("wandb")
+    wandb = pytest.importorskip("wandb")
     for var in ("WANDB_DATA_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_ARTIFACT_DIR"):
         monkeypatch.setenv(var, str(tmp_path / "wandb_home" / var.lower()))
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.setenv("WANDB_MODE", "offline")
+    # W&B reads the environment once per process, at its first run: after another test's run (test_trackers.py, in
+    # the same worker) WANDB_MODE would go unseen and the run would try to log in.
+    wandb.teardown()
     return tmp_path
 
 
