@@ -39,6 +39,9 @@ class CheckpointIO(ABC):
         """Read a checkpoint safely (no arbitrary code may run), or raise :class:`~xtrain.core.errors.CheckpointError`.
 
         Implementations read through :func:`xtrain.core.checkpoint_reader.read_checkpoint` or guarantee the same.
+        The error's message names the path and says what is wrong in the words users meet everywhere else (and the
+        conformance kit looks for): ``does not exist`` for a missing file, ``truncated or corrupted`` for bytes that
+        do not read back.
         """
 
     @abstractmethod
