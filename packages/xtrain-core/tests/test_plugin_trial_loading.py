@@ -59,7 +59,7 @@ class _Recorder:
 
 def test_a_long_import_names_its_plugin_while_it_is_still_running(installed_distribution: Install,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(registry_module, "SLOW_IMPORT_SECONDS", 0.2)
+    monkeypatch.setattr(registry_module, "STUCK_IMPORT_SECONDS", 0.2)
     installed_distribution("acme-hang", {"xtrain.accelerators": {"hangacc": "hang_mod:Acc"}},
                            {"hang_mod": SLEEPS.format(seconds=2.0)})
     recorder = _Recorder()
@@ -77,8 +77,23 @@ def test_a_long_import_names_its_plugin_while_it_is_still_running(installed_dist
     assert "pip uninstall acme-hang" in text and "Ctrl-C" in text, text
 
 
+def test_a_merely_slow_import_gets_the_warning_alone(installed_distribution: Install,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between SLOW_IMPORT_SECONDS and STUCK_IMPORT_SECONDS: one PluginWarning with the seconds, no stderr notice."""
+    monkeypatch.setattr(registry_module, "SLOW_IMPORT_SECONDS", 0.1)
+    monkeypatch.setattr(registry_module, "STUCK_IMPORT_SECONDS", 5.0)
+    installed_distribution("acme-slow", {"xtrain.accelerators": {"slowacc": "slow_mod:Acc"}},
+                           {"slow_mod": SLEEPS.format(seconds=0.5)})
+    recorder = _Recorder()
+    monkeypatch.setattr(sys, "stderr", recorder)
+    with pytest.warns(PluginWarning, match="slowacc") as record:
+        ACCELERATORS.load("slowacc")
+    assert len([w for w in record if "slowacc" in str(w.message)]) == 1
+    assert not [text for _, text in recorder.writes if "slowacc" in text], recorder.writes
+
+
 def test_a_fast_import_prints_nothing(installed_distribution: Install, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(registry_module, "SLOW_IMPORT_SECONDS", 0.2)
+    monkeypatch.setattr(registry_module, "STUCK_IMPORT_SECONDS", 0.2)
     installed_distribution("acme-fast", {"xtrain.accelerators": {"hangacc": "fast_mod:Acc"}},
                            {"fast_mod": SLEEPS.format(seconds=0)})
     recorder = _Recorder()

@@ -21,8 +21,8 @@ before it is created, so its constructor never runs; one whose declared data is 
 
 A plugin whose import takes more than :data:`SLOW_IMPORT_SECONDS` gets one :class:`PluginWarning` with the seconds:
 an automatic choice imports every plugin of its group, so one slow plugin would otherwise slow every ``Trainer()``
-without saying which. While such an import is still running, a notice on stderr names the plugin, so one that hangs
-at import says which package to remove.
+without saying which. An import still running after :data:`STUCK_IMPORT_SECONDS` gets a notice on stderr naming the
+plugin, so one that hangs at import says which package to remove (a merely slow one gets the warning alone).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from xtrain.core._internal.plugin_checks import declared_data_problem, loaded_pr
 from xtrain.core.errors import ConfigError
 
 __all__ = ["ACCELERATORS", "CHECKPOINT_IO", "ENVIRONMENTS", "PLUGIN_FAILURES", "PRECISIONS", "SLOW_IMPORT_SECONDS",
-           "STRATEGIES", "PluginWarning", "Registry", "all_registries"]
+           "STRATEGIES", "STUCK_IMPORT_SECONDS", "PluginWarning", "Registry", "all_registries"]
 
 _T = TypeVar("_T")
 
@@ -52,6 +52,7 @@ PLUGIN_FAILURES = (Exception, SystemExit)
 not end the user's program); only ``KeyboardInterrupt`` passes through."""
 
 SLOW_IMPORT_SECONDS = 1.0
+STUCK_IMPORT_SECONDS = 10.0
 """An entry point that takes longer than this to load gets one :class:`PluginWarning`: xtrain's own plugins load in
 milliseconds, so a second is a plugin doing heavy work at import, which every automatic choice would wait for. An
 import still running after this long prints a notice naming the plugin on stderr, in case it never returns."""
@@ -186,8 +187,8 @@ class Registry(Generic[_T]):
         import torch  # noqa: F401  # every plugin needs it: its first import (a second or more) is not the plugin's time
 
         started, dist = time.perf_counter(), entry.distributions[0]
-        watch = watch_import(SLOW_IMPORT_SECONDS, notices.hang_notice(self.argument, name, entry.origin, dist,
-                                                                              SLOW_IMPORT_SECONDS, self.pin))
+        watch = watch_import(STUCK_IMPORT_SECONDS, notices.hang_notice(self.argument, name, entry.origin, dist,
+                                                                       STUCK_IMPORT_SECONDS, self.pin))
         try:
             loaded = entry.entry_point.load()
         except PLUGIN_FAILURES as err:
