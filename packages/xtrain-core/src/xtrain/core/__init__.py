@@ -5,10 +5,11 @@ Names are imported on first use, so ``import xtrain.core`` costs almost nothing 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib
+import sys
+from typing import TYPE_CHECKING, Any
 
 from xtrain.core.__about__ import __version__
-from xtrain.core._internal.lazy_names import lazy_getattr
 
 if TYPE_CHECKING:
     from xtrain.core.accelerator import Accelerator
@@ -61,7 +62,19 @@ _WHERE = {
 }
 
 
-__getattr__ = lazy_getattr(__name__, _WHERE, remember=True)  # LightningModule gets a hint naming TrainModule
+def __getattr__(name: str) -> Any:
+    """As :func:`xtrain.core._internal.lazy_names.lazy_getattr`, written out: importing that module here would add
+    two modules to every ``import xtrain.core``."""
+    module = _WHERE.get(name)
+    if module is None:
+        if name.startswith("_"):
+            raise AttributeError(f"module 'xtrain.core' has no attribute {name!r}")
+        from xtrain.core._internal.migrate.hints import missing_name_error  # LightningModule: names TrainModule
+
+        raise missing_name_error(sys.modules[__name__], name, sys._getframe(1))
+    value = getattr(importlib.import_module(f"xtrain.core.{module}"), name)
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:

@@ -2,7 +2,8 @@
 with a hint when Lightning has it (``from xtrain.core.callbacks import TQDMProgressBar`` names xtrain's progress bar).
 
 Lazy names keep ``import xtrain.core`` fast (optional integrations are imported only when used); the hint's table is
-imported only on a miss.
+imported only on a miss. ``xtrain.core`` itself writes the same function out, so that its import loads no module of
+``_internal``.
 """
 
 from __future__ import annotations
@@ -17,15 +18,13 @@ if TYPE_CHECKING:
 __all__ = ["lazy_getattr"]
 
 
-def lazy_getattr(module: str, lazy: Mapping[str, str], *, package: str | None = None,
-                 remember: bool = False) -> Callable[[str], Any]:
+def lazy_getattr(module: str, lazy: Mapping[str, str], *, package: str | None = None) -> Callable[[str], Any]:
     """The ``__getattr__`` for ``module``.
 
     Args:
         module: The public module's ``__name__``.
         lazy: Each lazy name and the submodule of ``package`` that defines it.
         package: Where those submodules live (``module`` itself by default).
-        remember: Store a name in ``module`` once imported, so the next lookup does not come back here.
     """
     where = package or module
 
@@ -37,9 +36,6 @@ def lazy_getattr(module: str, lazy: Mapping[str, str], *, package: str | None = 
             from xtrain.core._internal.migrate.hints import missing_name_error
 
             raise missing_name_error(sys.modules[module], name, sys._getframe(1))
-        value = getattr(importlib.import_module(f"{where}.{submodule}"), name)
-        if remember:
-            setattr(sys.modules[module], name, value)
-        return value
+        return getattr(importlib.import_module(f"{where}.{submodule}"), name)
 
     return __getattr__
