@@ -19,11 +19,19 @@ import torch
 from torch import nn
 
 from xtrain.core._internal.apply import apply_to_tensors, numbers_to_tensors
-from xtrain.core._internal.data import prepare_dataloader, resumable_sampler, set_sampler_epoch
+from xtrain.core._internal.data import prepare_dataloader
+from xtrain.core._internal.engine_loader import EngineLoader
 from xtrain.core._internal.engine_module import EngineModule, unwrap
+from xtrain.core._internal.engine_state import refuse_unloadable
 from xtrain.core._internal.hang import DEFAULT_HANG_TIMEOUT, parse_hang_timeout
 from xtrain.core._internal.manifest import write_manifest
-from xtrain.core._internal.nonfinite import NonFiniteCheck, NonFiniteMode, check_nonfinite_mode, skippable_step
+from xtrain.core._internal.nonfinite import (
+    ENGINE_HINT,
+    NonFiniteCheck,
+    NonFiniteMode,
+    check_nonfinite_mode,
+    skippable_step,
+)
 from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.core._internal.resolve import resolve
 from xtrain.core._internal.restore_plan import RestorePlan
@@ -35,41 +43,6 @@ from xtrain.core.strategy import ReduceOp, Strategy
 __all__ = ["Engine"]
 
 _T = TypeVar("_T")
-
-
-class _DeviceLoader:
-    """Iterates a dataloader, moving batches to the device and advancing the sampler's epoch on each pass."""
-
-    def __init__(self, loader: Any, strategy: Strategy, *, move: bool, where: list[int],
-                 on_pass_end: Callable[[], None]) -> None:
-        self.loader = loader
-        self._strategy = strategy
-        self._move = move
-        self._epoch = 0
-        self._where = where
-        self._on_pass_end = on_pass_end
-
-    def __len__(self) -> int:
-        return len(self.loader)
-
-    def __iter__(self) -> Iterator[Any]:
-        sampler = resumable_sampler(self.loader)
-        if sampler is not None:
-            sampler.set_epoch(self._epoch)
-        else:
-            set_sampler_epoch(self.loader, self._epoch)
-        where = self._where
-        where[0], where[1] = self._epoch, -1
-        self._epoch += 1
-        to_device = self._strategy.batch_to_device if self._move else None
-        for batch in self.loader:
-            PROGRESS.report()
-            where[1] += 1
-            yield batch if to_device is None else to_device(batch)
-        self._on_pass_end()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.__dict__["loader"], name)
 
 
 class Engine:
@@ -110,13 +83,19 @@ class Engine:
         self._strategy = resolve(accelerator=accelerator, devices=devices, num_nodes=num_nodes, strategy=strategy,
                                  precision=precision, plugins=plugins).strategy
         self._strategy.set_hang_timeout(parse_hang_timeout(hang_timeout))
-        self._nonfinite = NonFiniteCheck(mode, every=50)
+        self._nonfinite = NonFiniteCheck(mode, every=50, hint=ENGINE_HINT)
         self._where = [0, 0]
         self._backward_calls = 0
         self._launched = False
         self._failed = False
         self._modules: list[nn.Module] = []
         self._owners: dict[int, nn.Module] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        """Only for names the Engine lacks: Accelerate's and Fabric's get the Engine's equivalent in the error."""
+        from xtrain.core._internal.engine_hints import missing_engine_attribute
+
+        raise missing_engine_attribute(name)
 
     # -- who and where ------------------------------------------------------------------------------------------
     @property
@@ -152,8 +131,9 @@ class Engine:
         """Start the other processes and set up this one.
 
         With a re-executing launcher (``ddp``) call ``launch()`` near the top of your script: every rank runs the
-        script. Spawn and fork strategies need the work as a function: ``launch(main)`` runs ``main(engine, *args)``
-        on every rank and returns rank 0's result.
+        whole script. ``launch(main)`` runs ``main(engine, *args)`` on every rank; under a re-executing launcher each
+        rank gets its own result back and goes on with the script (guard rank-0 work with :attr:`is_global_zero`),
+        while spawn and fork strategies, which need the work as a function, return rank 0's result to the caller.
         """
         launcher = self._strategy.launcher
         if fn is None:
@@ -224,6 +204,7 @@ class Engine:
         Returns the wrapped module (call it like the original; ``.module`` is the original), followed by the
         optimizers when given. Sharded strategies need the optimizer created after :meth:`setup_module`.
         """
+        _check_setup_arguments(module, optimizers)
         wrapped = self.setup_module(module)
         if not optimizers:
             return wrapped
@@ -262,7 +243,7 @@ class Engine:
         """Shard each dataloader across ranks (a resumable distributed sampler) and move its batches to the device."""
         self._require_launch()
         move = move_to_device and self.device.type != "cpu"
-        out = [_DeviceLoader(prepare_dataloader(dl, distributed=self._strategy.distributed_sampler_kwargs,
+        out = [EngineLoader(prepare_dataloader(dl, distributed=self._strategy.distributed_sampler_kwargs,
                                                 use_distributed_sampler=use_distributed_sampler, training=True),
                              self._strategy, move=move, where=self._where, on_pass_end=self._nonfinite.flush)
                for dl in loaders]
@@ -357,6 +338,7 @@ class Engine:
         """
         self._nonfinite.flush()
         checkpoint: dict[str, Any] = {key: self._state_of(value) for key, value in state.items()}
+        refuse_unloadable(checkpoint, path)
         if self._strategy.checkpoint_layout == "sharded" or any(
                 isinstance(v, (nn.Module, torch.optim.Optimizer)) or _stateful(v) for v in state.values()):
             # Not for a plain dict (engine.save(path, model.state_dict())): as with Fabric, the file is then that
@@ -480,6 +462,19 @@ class Engine:
         if _stateful(value):
             return value.state_dict()
         return value
+
+
+def _check_setup_arguments(module: Any, optimizers: tuple[Any, ...]) -> None:
+    """Refuse what ``accelerator.prepare`` takes and ``setup`` does not, before anything is set up."""
+    if not isinstance(module, nn.Module):
+        raise ConfigError("module", type(module).__name__, "is not a torch.nn.Module; setup takes the model first.",
+                          fix="call engine.setup(model, optimizer); dataloaders go through engine.setup_dataloaders.")
+    for value in optimizers:
+        if not isinstance(value, torch.optim.Optimizer):
+            raise ConfigError("optimizers", type(value).__name__, "is not a torch.optim.Optimizer: setup takes a "
+                              "module and its optimizers only.",
+                              fix="set up dataloaders with loader = engine.setup_dataloaders(loader); a learning-rate "
+                                  "scheduler needs no setup (create it on the optimizer setup returns).")
 
 
 def _stateful(value: Any) -> bool:

@@ -60,6 +60,14 @@ class Precision(ABC):
         """Convert floating point tensors of a batch to the compute dtype."""
         return data
 
+    def convert_output(self, data: Any) -> Any:
+        """Convert what a module returns for the code after its forward (the Engine's loss, computed outside).
+
+        Mixed precisions return floating outputs in float32, as Accelerate and Fabric do: a loss computed from a
+        bfloat16 output would be rounded to three digits. The default returns ``data`` as it is.
+        """
+        return data
+
     def backward(self, loss: torch.Tensor) -> None:
         """Run the backward pass (scaled when a gradient scaler is used)."""
         loss.backward()

@@ -19,6 +19,7 @@ from typing_extensions import override
 
 from xtrain.core.errors import ConfigError
 from xtrain.core.precision import Precision
+from xtrain.precision._internal.cast import cast_floating
 from xtrain.precision._internal.hardware import warn_if_slow
 from xtrain.precision._internal.scaling import ScalerState
 
@@ -57,6 +58,10 @@ class MixedPrecision(Precision):
     @override
     def forward_context(self) -> AbstractContextManager[Any]:
         return torch.autocast(self.device_type, dtype=self.compute_dtype)
+
+    @override
+    def convert_output(self, data: Any) -> Any:
+        return cast_floating(data, torch.float32, only=self.compute_dtype)
 
 
 class BFloat16MixedPrecision(MixedPrecision):

@@ -12,7 +12,8 @@ __all__ = ["EngineModule", "unwrap"]
 
 
 class EngineModule(nn.Module):
-    """Calls the strategy-wrapped module (DDP, FSDP) under the precision's forward context.
+    """Calls the strategy-wrapped module (DDP, FSDP) under the precision's forward context, and hands its output
+    through the precision's ``convert_output`` (float32 under a mixed precision, as Accelerate and Fabric return it).
 
     Attribute access and ``state_dict`` go to the original module, so the wrapper can be used like it and saves
     without wrapper prefixes.
@@ -23,7 +24,8 @@ class EngineModule(nn.Module):
         self.forward_module = forward_module
         self._original = [original]
         self._precision = precision
-        self._plain = not precision.has_forward_context and not precision.converts_input
+        self._converts_output = type(precision).convert_output is not Precision.convert_output
+        self._plain = not (precision.has_forward_context or precision.converts_input or self._converts_output)
 
     @property
     def module(self) -> nn.Module:
@@ -37,7 +39,8 @@ class EngineModule(nn.Module):
         if precision.converts_input:
             args, kwargs = precision.convert_input((args, kwargs))
         with precision.forward_context():
-            return self.forward_module(*args, **kwargs)
+            output = self.forward_module(*args, **kwargs)
+        return precision.convert_output(output) if self._converts_output else output
 
     def state_dict(self, *args: Any, **kwargs: Any) -> Any:
         return self.module.state_dict(*args, **kwargs)

@@ -15,21 +15,25 @@ from __future__ import annotations
 
 import functools
 import math
-import warnings
 from collections.abc import Callable
 from typing import Any, Literal
 
 import torch
 
+from xtrain.core._internal.user_warning import warn_at_user
 from xtrain.core.errors import ConfigError, NonFiniteLossError
 
-__all__ = ["NONFINITE_MODES", "NonFiniteCheck", "NonFiniteMode", "check_nonfinite_mode", "skippable_step"]
+__all__ = ["ENGINE_HINT", "NONFINITE_MODES", "TRAINER_HINT", "NonFiniteCheck", "NonFiniteMode", "check_nonfinite_mode",
+           "skippable_step"]
 
 NonFiniteMode = Literal["warn", "raise", "skip"]
 NONFINITE_MODES: tuple[NonFiniteMode, ...] = ("warn", "raise", "skip")
 
-_HINT = ("Lower the learning rate, clip gradients (gradient_clip_val) or check the data of that batch; "
-         "detect_anomaly=True names the operation that produced it (slow: for debugging only).")
+TRAINER_HINT = ("Lower the learning rate, clip gradients (gradient_clip_val) or check the data of that batch; "
+                "detect_anomaly=True names the operation that produced it (slow: for debugging only).")
+ENGINE_HINT = ("Lower the learning rate, clip gradients (engine.clip_gradients(model, optimizer, max_norm=...)) or "
+               "check the data of that batch; torch.autograd.set_detect_anomaly(True) names the operation that "
+               "produced it (slow: for debugging only).")
 
 
 def check_nonfinite_mode(value: object) -> NonFiniteMode:
@@ -55,12 +59,21 @@ class NonFiniteCheck:
         every: In ``"warn"`` mode, how many losses are checked together (the logging interval).
         gather: Collects a flag from every rank (``strategy.all_gather``); ``None`` with one process.
         rank: This process's global rank, for messages.
+        hint: The advice that ends every message, in the words of the API that runs the loop (Trainer or Engine).
+        accumulate: The Trainer's ``accumulate_grad_batches``: ``"skip"`` drops one micro-batch, not a whole
+            window, and the message must say so (a user reading "skips that step" expects the window gone).
+        counted: Whether the loop reports the count of skipped batches when it ends (the fit loop does), so the
+            once-only warning can say that later skips are not lost.
     """
 
-    __slots__ = ("_gather", "_rank", "_window", "blocking", "every", "found", "last_skipped", "mode", "skipped")
+    __slots__ = ("_accumulate", "_counted", "_gather", "_hint", "_rank", "_window", "blocking", "every", "found",
+                 "last_skipped", "mode", "skipped")
 
     def __init__(self, mode: NonFiniteMode, *, every: int,
-                 gather: Callable[[torch.Tensor], torch.Tensor] | None = None, rank: int = 0) -> None:
+                 gather: Callable[[torch.Tensor], torch.Tensor] | None = None, rank: int = 0,
+                 hint: str = TRAINER_HINT, accumulate: int = 1, counted: bool = False) -> None:
+        self._hint = hint
+        self._accumulate, self._counted = accumulate, counted
         self.mode = mode
         self.every = max(1, every)
         self.blocking = mode != "warn"
@@ -106,14 +119,25 @@ class NonFiniteCheck:
             raise NonFiniteLossError(f"on_nonfinite_loss='raise': the training loss is non-finite {on}{where}"
                                      + (f" (loss={value})" if bad else "")
                                      + ". The optimizer did not apply it; the last checkpoint is the last good state. "
-                                     + _HINT)
+                                     + self._hint)
         self.skipped += 1
         if self.found is None:
             self.found = where
-            warnings.warn(f"on_nonfinite_loss='skip': the training loss is non-finite {on}{where}; every rank "
-                          f"skips that step's backward and optimizer step (this warning is shown once; later ones "
-                          f"are skipped silently). {_HINT}", UserWarning, stacklevel=2)
+            warn_at_user(f"on_nonfinite_loss='skip': the training loss is non-finite {on}{where}; {self._skips()} "
+                         f"(this warning is shown once; {self._later()}). {self._hint}", UserWarning)
         return True
+
+    def _later(self) -> str:
+        return "fit ends with a count of the skipped batches" if self._counted else "later ones are skipped silently"
+
+    def _skips(self) -> str:
+        every = "every rank skips" if self._gather is not None else "xtrain skips"
+        if self._accumulate == 1:
+            return f"{every} that step's backward and optimizer step"
+        return (f"{every} that batch's backward; with accumulate_grad_batches={self._accumulate} its window still "
+                f"takes the optimizer step on its other batches (the sum still divided by {self._accumulate}), "
+                f"unless the skipped batch is the window's last: then the window takes no step and the gradients "
+                f"of its earlier batches are dropped")
 
     def flush(self) -> None:
         """Check the losses kept since the last check (``"warn"`` mode); warns once, at the first non-finite one."""
@@ -131,10 +155,10 @@ class NonFiniteCheck:
         self.found = f"at step {step} (epoch {epoch}, batch {batch_idx})"
         rank = f" on rank {self._rank}" if self._gather is not None else ""
         value = loss.detach().float().reshape(-1)[0].item()
-        warnings.warn(f"the training loss became non-finite (loss={value}){rank} {self.found}; "
-                      f"training goes on (on_nonfinite_loss='warn'), and the weights are probably NaN from there. "
-                      f"on_nonfinite_loss='raise' stops before such a step is applied, 'skip' skips it. {_HINT}",
-                      UserWarning, stacklevel=3)
+        warn_at_user(f"the training loss became non-finite (loss={value}){rank} {self.found}; training goes on "
+                     f"(on_nonfinite_loss='warn'), and the weights are probably NaN from there. "
+                     f"on_nonfinite_loss='raise' stops before such a step is applied, 'skip' skips it. {self._hint}",
+                     UserWarning)
 
 
 def skippable_step(optimizer: torch.optim.Optimizer, check: NonFiniteCheck) -> None:

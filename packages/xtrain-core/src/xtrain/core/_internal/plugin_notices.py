@@ -13,12 +13,11 @@
 from __future__ import annotations
 
 import re
-import sys
-import warnings
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from xtrain.core._internal.hints import FIRST_PARTY, install_hint
+from xtrain.core._internal.user_warning import warn_at_user
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint, EntryPoints
@@ -101,21 +100,6 @@ def announce_first_party_claims(installed: Mapping[str, EntryPoints], groups: It
                      f"third-party plugin can neither take over nor disable a built-in one. Fix: the maintainers of "
                      f"{dist} should register other names (to use its plugins now, pass them as instances, e.g. "
                      f"accelerator=TheirAccelerator()), or uninstall {dist}.", category)
-
-
-def _internal(frame: Any) -> bool:
-    module = frame.f_globals.get("__name__", "")
-    return bool(module == "xtrain" or module.startswith(("xtrain.", "importlib")))
-
-
-def warn_at_user(message: str, category: type[Warning]) -> None:
-    """``warnings.warn`` attributed to the innermost frame outside xtrain: the user's line that led here."""
-    frame = sys._getframe(0)
-    level = 1
-    while frame.f_back is not None and _internal(frame):
-        frame = frame.f_back
-        level += 1
-    warnings.warn(message, category, stacklevel=level)
 
 
 def hang_notice(argument: str, name: str, origin: str, dist: str, seconds: float, pin: str | None) -> str:

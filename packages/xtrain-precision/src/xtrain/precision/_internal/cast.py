@@ -16,23 +16,26 @@ import torch
 __all__ = ["DefaultDtype", "cast_floating"]
 
 
-def cast_floating(data: Any, dtype: torch.dtype) -> Any:
+def cast_floating(data: Any, dtype: torch.dtype, *, only: torch.dtype | None = None) -> Any:
     """Return ``data`` with every floating point tensor cast to ``dtype``.
 
     Integer and boolean tensors (labels, masks, token ids) and non-tensor leaves are returned unchanged, and so are
-    the containers' types (lists, tuples, named tuples, mappings, dataclasses).
+    the containers' types (lists, tuples, named tuples, mappings, dataclasses). With ``only``, just the tensors of
+    that dtype are cast (a mixed precision's bfloat16 outputs to float32, leaving a float64 one alone).
     """
     if isinstance(data, torch.Tensor):
-        return data.to(dtype) if data.is_floating_point() and data.dtype != dtype else data
+        wanted = data.is_floating_point() if only is None else data.dtype == only
+        return data.to(dtype) if wanted and data.dtype != dtype else data
     if isinstance(data, (list, tuple)):
-        items = [cast_floating(d, dtype) for d in data]
+        items = [cast_floating(d, dtype, only=only) for d in data]
         if isinstance(data, tuple) and hasattr(data, "_fields"):
             return type(data)(*items)
         return type(data)(items)
     if isinstance(data, Mapping):
-        return type(data)({k: cast_floating(v, dtype) for k, v in data.items()})  # type: ignore[call-arg]
+        return type(data)({k: cast_floating(v, dtype, only=only) for k, v in data.items()})  # type: ignore[call-arg]
     if dataclasses.is_dataclass(data) and not isinstance(data, type):
-        changes = {f.name: cast_floating(getattr(data, f.name), dtype) for f in dataclasses.fields(data) if f.init}
+        changes = {f.name: cast_floating(getattr(data, f.name), dtype, only=only)
+                   for f in dataclasses.fields(data) if f.init}
         return dataclasses.replace(data, **changes)
     return data
 
