@@ -40,8 +40,10 @@ def _trainer(tmp_path: Path, **kwargs: Any) -> Trainer:
 
 
 @pytest.mark.parametrize(("n", "drop_last", "expected"), [
-    (0, False, r"train_dataloaders=\{'len': 0, 'batch_size': 8, 'drop_last': False\}: the training dataset is empty"),
-    (5, True, r"train_dataloaders=\{'len': 0, 'batch_size': 8, 'drop_last': True\}: yields no batch: 5 sample\(s\) "
+    (0, False, r"train_dataloaders=<DataLoader over TensorDataset: len=0, batch_size=8, drop_last=False>: the "
+               r"training dataset is empty"),
+    (5, True, r"train_dataloaders=<DataLoader over TensorDataset: len=0, batch_size=8, drop_last=True>: yields no "
+              r"batch: 5 sample\(s\) "
               r"with batch_size=8 and drop_last=True"),
 ])
 def test_an_empty_train_loader_is_refused_before_training(tmp_path: Path, n: int, drop_last: bool,
@@ -182,8 +184,9 @@ def test_a_switch_that_is_not_a_bool_is_refused(switch: str) -> None:
         Trainer(accelerator="cpu", logger=False, **{switch: "false"})
 
 
-def test_a_stream_that_yields_nothing_warns(tmp_path: Path) -> None:
+def test_a_stream_that_yields_nothing_is_refused_after_its_first_epoch(tmp_path: Path) -> None:
     trainer = _trainer(tmp_path, max_epochs=2)
-    with pytest.warns(UserWarning, match="the training dataloader yielded no batch this epoch"):
+    with pytest.raises(ConfigError, match=r"train_dataloaders=<DataLoader over _Stream: no length.*yielded no batch "
+                                          r"in its first epoch"):
         trainer.fit(TinyClassifier(), DataLoader(_Stream(0), batch_size=8))
-    assert trainer.global_step == 0
+    assert trainer.global_step == 0 and trainer.current_epoch == 0

@@ -22,8 +22,9 @@ from xtrain.core._internal.sampler import ResumableSampler, SeededBatchSampler, 
 from xtrain.core.errors import ConfigError
 from xtrain.core.seed import exported_seed
 
-__all__ = ["batch_limit", "check_train_batches", "combined_train", "copy_dataloader", "inner_loaders", "length",
-           "prepare_dataloader", "resumable_sampler", "set_sampler_epoch", "shut_down_workers", "warn_empty_eval"]
+__all__ = ["LoaderShape", "batch_limit", "check_train_batches", "combined_train", "copy_dataloader", "inner_loaders",
+           "length", "prepare_dataloader", "resumable_sampler", "set_sampler_epoch", "shut_down_workers",
+           "warn_empty_eval"]
 
 
 _REPLACEABLE = (RandomSampler, SequentialSampler, DistributedSampler)
@@ -140,11 +141,13 @@ def set_sampler_epoch(loader: Any, epoch: int) -> None:
     tell_epoch(epoch, getattr(loader, "sampler", None), batch_sampler, getattr(batch_sampler, "sampler", None))
 
 
-def combined_train(given: Any, prepare: Callable[[Any], Any], limit: int | float) -> TrainBatches | None:
+def combined_train(given: Any, prepare: Callable[[Any], Any], limit: int | float, *,
+                   argument: str = "limit_train_batches") -> TrainBatches | None:
     """Several training loaders (a list, tuple or dict, or a ``CombinedLoader``) as the batches fit iterates;
     ``None`` for one loader. As Lightning: a plain container is combined in ``"max_size_cycle"`` mode, each loader is
     prepared (``prepare``: its sampler made resumable and sharded) and limited by ``limit_train_batches`` on its own,
-    and the epoch's length combines the limited lengths.
+    and the epoch's length combines the limited lengths. ``argument`` names the limit in messages (``overfit_batches``
+    when that set it); an empty loader is named by its index or key, as the user cannot tell which one it is.
 
     Raises:
         ConfigError: For ``CombinedLoader(mode="sequential")``, an empty container, or a loader with no batch.
@@ -166,9 +169,11 @@ def combined_train(given: Any, prepare: Callable[[Any], Any], limit: int | float
         raise ConfigError("train_dataloaders", given, "holds no dataloader, so fit would train on nothing.",
                           fix="pass at least one DataLoader.")
     loaders = [prepare(loader) for loader in flat]
-    for loader in loaders:
-        check_train_batches(loader)
-    limits = [batch_limit(loader, limit, "limit_train_batches") for loader in loaders]
+    keys = list(iterables) if isinstance(iterables, Mapping) else range(len(flat))
+    for key, loader in zip(keys, loaders, strict=True):
+        check_train_batches(loader, argument=f"train_dataloaders[{key!r}]" if isinstance(
+            iterables, (list, tuple, Mapping)) else "train_dataloaders")
+    limits = [batch_limit(loader, limit, argument) for loader in loaders]
     return TrainBatches(loaders, mode=mode, shape=shape, length=combined_length(limits, mode))
 
 
@@ -200,7 +205,10 @@ def length(obj: Any) -> int | None:
 
 
 def batch_limit(loader: Iterable[Any], limit: int | float, argument: str) -> int | float:
-    """How many batches to take from ``loader``: an int limit as is, a fraction of its length, ``inf`` if unsized."""
+    """How many batches to take from ``loader``: an int limit as is, a fraction of its length, ``inf`` if unsized.
+
+    ``argument`` is the setting the user wrote (``overfit_batches`` sets the limits), so a message names what to change.
+    """
     size = length(loader)
     if isinstance(limit, int):
         return limit if size is None else min(limit, size)
@@ -213,7 +221,8 @@ def batch_limit(loader: Iterable[Any], limit: int | float, argument: str) -> int
     if batches == 0 and limit > 0 and size > 0:
         raise ConfigError(argument, limit, f"of a dataloader of {size} batches is 0 batches, so that loop would "
                           f"silently do nothing.", fix=f"write {argument}={1 / size:.3g} or more (1 batch), an int "
-                          f"number of batches, or 0 to skip it on purpose.")
+                          f"number of batches, or 0 to " + ("turn it off." if argument == "overfit_batches" else
+                                                            "skip it on purpose."))
     return batches
 
 
@@ -228,8 +237,34 @@ def _shape(loader: Any) -> dict[str, Any]:
             "ranks": getattr(sampler, "num_replicas", None) or 1, "rank": getattr(sampler, "rank", 0)}
 
 
-def check_train_batches(loader: Any) -> None:
+class LoaderShape:
+    """A dataloader shown in a message by what makes its length, not by a dict the user never wrote (nor by
+    ``DataLoader``'s address-only repr)."""
+
+    __slots__ = ("text",)
+    text: str
+
+    def __init__(self, loader: Any) -> None:
+        if isinstance(loader, TrainBatches):
+            self.text = f"<{len(loader.loaders)} combined: {', '.join(LoaderShape(x).text for x in loader.loaders)}>"
+            return
+        shape, dataset = _shape(loader), getattr(loader, "dataset", None)
+        over = f" over {type(dataset).__name__}" if dataset is not None else ""
+        size = "no length" if shape["len"] is None else f"len={shape['len']}"
+        self.text = (f"<{type(loader).__name__}{over}: {size}, batch_size={shape['batch_size']}, "
+                     f"drop_last={shape['drop_last']}>")
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def check_train_batches(loader: Any, *, argument: str = "train_dataloaders") -> None:
     """Refuse a training dataloader that yields no batch on this rank: the fit would "succeed" with zero steps.
+
+    Args:
+        loader: The prepared training dataloader.
+        argument: How the message names it: ``train_dataloaders[1]`` or ``train_dataloaders['b']`` for one of
+            several, so the user knows which of theirs is empty.
 
     Raises:
         ConfigError: Naming the loader's length, batch size and ``drop_last`` (and, when sharded over ranks, how
@@ -238,10 +273,10 @@ def check_train_batches(loader: Any) -> None:
     if length(loader) != 0:
         return
     shape = _shape(loader)
-    value = {k: shape[k] for k in ("len", "batch_size", "drop_last")}
+    value = LoaderShape(loader)
     samples, per_rank, size = shape["samples"], shape["rank_samples"], shape["batch_size"]
     if samples == 0:
-        raise ConfigError("train_dataloaders", value, "the training dataset is empty (did a filter remove every "
+        raise ConfigError(argument, value, "the training dataset is empty (did a filter remove every "
                           "sample?), so fit would end at once without a step.",
                           fix="check how the dataset is built; it needs at least one sample.")
     sharded = ""
@@ -249,7 +284,7 @@ def check_train_batches(loader: Any) -> None:
         sharded = (f" Split over {shape['ranks']} ranks, rank {shape['rank']} gets {per_rank} of the {samples} "
                    f"samples, so rank {shape['rank']} gets 0 batches.")
         samples = per_rank
-    raise ConfigError("train_dataloaders", value, f"yields no batch: {samples} sample(s) with batch_size={size} "
+    raise ConfigError(argument, value, f"yields no batch: {samples} sample(s) with batch_size={size} "
                       f"and drop_last={shape['drop_last']}.{sharded} fit would end at once without a step.",
                       fix=f"set drop_last=False, or a batch_size of at most {samples}, or use more data.")
 

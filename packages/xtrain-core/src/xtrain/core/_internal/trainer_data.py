@@ -79,8 +79,10 @@ class StageLoaders:
                                   fix="pass train_dataloaders=..., or a datamodule with train_dataloader().")
             overfit = bool(self._flags.overfit_batches)
             changed = sharded or overfit
+            # overfit_batches set both limits: a message must name it, not a limit the user never wrote.
+            limit_name = "overfit_batches" if overfit else "limit_train_batches"
             combined = combined_train(train, lambda dl: prep(unshuffled(dl) if overfit else dl, True),
-                                      self.limit_train_batches)
+                                      self.limit_train_batches, argument=limit_name)
             if combined is not None:  # several loaders, combined as Lightning's CombinedLoader
                 self._train_loader, self.num_training_batches = combined, combined.length
                 self._shown_loaders["train"] = combined.shape(combined.loaders) if changed else \
@@ -88,8 +90,7 @@ class StageLoaders:
             else:
                 self._train_loader = prep(unshuffled(train) if overfit else train, True)
                 check_train_batches(self._train_loader)
-                self.num_training_batches = batch_limit(self._train_loader, self.limit_train_batches,
-                                                        "limit_train_batches")
+                self.num_training_batches = batch_limit(self._train_loader, self.limit_train_batches, limit_name)
                 self._shown_loaders["train"] = self._train_loader if changed else train
             if isinstance(self.val_check_interval, int) and self.check_val_every_n_epoch is not None and \
                     self.val_check_interval > self.num_training_batches:
@@ -109,5 +110,7 @@ class StageLoaders:
                               fix=f"pass dataloaders=..., or a datamodule with {kind[1]}().")
         self._eval_loaders = loaders
         self._shown_loaders[kind[0]] = shaped_as(given, loaders if sharded else as_list(given))
-        self._val_limits = [batch_limit(dl, kind[2], f"limit_{kind[0]}_batches") for dl in loaders]
+        limit_name = "overfit_batches" if kind[0] == "val" and self._flags.overfit_batches else \
+            f"limit_{kind[0]}_batches"
+        self._val_limits = [batch_limit(dl, kind[2], limit_name) for dl in loaders]
         warn_empty_eval(loaders, self._val_limits, "validation" if kind[0] == "val" else kind[0])

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from xtrain.core._internal.data import resumable_sampler, set_sampler_epoch
+from xtrain.core._internal.fit_guards import EpochStart, check_epoch_progress, nonfinite_check, warn_skipped_batches
 from xtrain.core._internal.gradient_readers import module_reads_gradients
 from xtrain.core._internal.hook_overrides import batch_preparer, module_overrides
 from xtrain.core._internal.loops.hooked_step import STEP_HOOKS, hooked_optimizer_step
-from xtrain.core._internal.nonfinite import NonFiniteCheck
 from xtrain.core._internal.optimizer import requires_closure
 from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.core._internal.run_flags import min_reached, reload_due
@@ -78,10 +78,8 @@ class FitLoop:
         self._after_backward: tuple[Any, ...] = ()
         self._before_optimizer_step: tuple[Any, ...] = ()
         self._before_zero_grad: tuple[Any, ...] = ()
-        strategy = trainer.strategy
-        self._nonfinite = NonFiniteCheck(trainer.on_nonfinite_loss, every=trainer.log_every_n_steps,
-                                         gather=strategy.all_gather if strategy.world_size > 1 else None,
-                                         rank=strategy.global_rank)
+        self._nonfinite = nonfinite_check(trainer)  # warns at once if it cannot apply (manual optimization)
+        self._ran_dry = False  # the epoch ended because its dataloader ran out (see fit_guards.check_epoch_progress)
 
     def done(self) -> bool:
         t = self.trainer
@@ -125,12 +123,14 @@ class FitLoop:
         if t.limit_train_batches == 0 or self.done():
             return  # as Lightning: nothing to train (limit_train_batches=0, a resumed run that already ended)
         t._hooks.call("on_train_start")
+        batches = t._progress.total_batches
         while True:
             self._check_time()
             if self.done():
                 break
             self._epoch()
         self._nonfinite.flush()
+        warn_skipped_batches(t, self._nonfinite, batches=t._progress.total_batches - batches)
         t._preemption.ending_fit()
         t._hooks.call("on_train_end")
 
@@ -170,13 +170,14 @@ class FitLoop:
             if sampler is None:
                 self._skip_by_loading(data, p.batches_in_epoch)
             t._restore_pending_rng()
+        start: EpochStart = (p.total_batches, p.global_step, self._nonfinite.skipped)
+        self._ran_dry = False
         completed = self._batches(data, total)
-        if p.batches_in_epoch == 0 and total > 0:  # a stream (no length to check before the run) yielded nothing
-            warnings.warn("the training dataloader yielded no batch this epoch, so the epoch trains nothing. Check "
-                          "how its data is built (a filter that drops every sample?).", UserWarning, stacklevel=2)
         source = t.strategy.join()
         if source is not None:  # uneven inputs: every rank continues from the rank that trained longest
             p.global_step, p.total_batches = t.strategy.broadcast((p.global_step, p.total_batches), src=source)
+        if completed:  # an empty stream, or every batch skipped as non-finite: the next epoch would train nothing too
+            check_epoch_progress(t, self._nonfinite, ran_dry=self._ran_dry, start=start)
         self._epoch_end(completed)
 
     def _restore_shuffle_generator(self, sampler: Any) -> None:
@@ -224,6 +225,7 @@ class FitLoop:
             try:
                 batch = next(data)
             except StopIteration:
+                self._ran_dry = True
                 break
             batch = self._prepare(batch, 0)
             t._metrics.batch = batch
