@@ -66,10 +66,12 @@ class XtrainCLI:
         given = (trainer_defaults or {}).get("callbacks") or []
         extra_callbacks = list(given) if isinstance(given, (list, tuple)) else [given]
         save_options = dict(save_config_kwargs or {})
+        savers: list[SaveConfigCallback] = []
 
         def save_config(parser: Any, config: Any) -> SaveConfigCallback:
             assert save_config_callback is not None
-            return save_config_callback(parser, config, **save_options)
+            savers.append(save_config_callback(parser, config, **save_options))
+            return savers[-1]
 
         callback_keys: dict[str, type] = {}
         links: dict[str, InstantiationLink] = {}
@@ -107,6 +109,9 @@ class XtrainCLI:
         if self.subcommand is not None:
             kwargs: dict[str, Any] = {"datamodule": self.datamodule, "ckpt_path": self.config.ckpt_path}
             getattr(self, f"before_{self.subcommand}", lambda: None)()
+            for saver in savers:  # a config that would be refused is refused before any process starts
+                saver.check_before_launch(self.trainer, resumed=self.subcommand == "fit"
+                                          and self.config.ckpt_path is not None)
             getattr(self.trainer, self.subcommand)(self.model, **kwargs)
             getattr(self, f"after_{self.subcommand}", lambda: None)()
 

@@ -185,10 +185,17 @@ def _build_part(cfg: Any, cls: type | None) -> Any:
 
 def _run_stage(parser: Any, stage: str, cfg: Any) -> int:
     stage_parser = _stage_parser(stage)
-    from xtrain.core._internal.cli.save_config import SaveConfigCallback
+    from xtrain.core._internal.cli.save_config import CommandSaveConfigCallback
 
-    module, data, trainer = build_objects(stage_parser, cfg, with_optimizer=stage == "fit",
-                                          save_config=lambda p, c: SaveConfigCallback(p, c, overwrite=True))
+    savers: list[CommandSaveConfigCallback] = []
+
+    def save_config(parser: Any, config: Any) -> CommandSaveConfigCallback:
+        savers.append(CommandSaveConfigCallback(parser, config))
+        return savers[-1]
+
+    module, data, trainer = build_objects(stage_parser, cfg, with_optimizer=stage == "fit", save_config=save_config)
+    for saver in savers:  # a config that would be refused is refused before any process starts
+        saver.check_before_launch(trainer, resumed=stage == "fit" and cfg.ckpt_path is not None)
     kwargs: dict[str, Any] = {"datamodule": data, "ckpt_path": cfg.ckpt_path}
     if stage in ("validate", "test"):
         kwargs["verbose"] = False  # the results are printed below, one line per dataloader
