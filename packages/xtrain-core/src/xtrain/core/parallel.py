@@ -26,6 +26,7 @@ from typing_extensions import override
 
 from xtrain.core._internal import collective_check
 from xtrain.core._internal.attempt_store import attempt_store
+from xtrain.core._internal.import_watch import watch_import
 from xtrain.core._internal.pickling import object_to_tensor, tensor_to_object
 from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.core._internal.watchdog import Watchdog
@@ -37,6 +38,7 @@ from xtrain.core.strategy import ReduceOp, Strategy
 __all__ = ["ParallelStrategy"]
 
 _T = TypeVar("_T")
+_RENDEZVOUS_NOTICE_S = 30.0
 _OPS = {"sum": dist.ReduceOp.SUM, "mean": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 _generation = itertools.count()
 _SET_UP: weakref.WeakSet[ParallelStrategy] = weakref.WeakSet()  # strategies whose models may hold the group
@@ -136,10 +138,24 @@ class ParallelStrategy(Strategy, ABC):
             env = self.environment
             os.environ["MASTER_ADDR"] = env.main_address
             os.environ["MASTER_PORT"] = str(env.main_port)
-            dist.init_process_group(self.backend, rank=self.global_rank, world_size=self.world_size,
-                                    timeout=self.timeout, store=attempt_store(self.timeout))
+            waiting = watch_import(_RENDEZVOUS_NOTICE_S, self._rendezvous_notice(env.main_address, env.main_port))
+            try:
+                dist.init_process_group(self.backend, rank=self.global_rank, world_size=self.world_size,
+                                        timeout=self.timeout, store=attempt_store(self.timeout))
+            finally:
+                waiting.cancel()
         self.keep_group_until_exit()
         self.start_watchdog()
+
+    def _rendezvous_notice(self, address: str, port: int) -> str:
+        """What a rank prints when the other processes have not joined after a while (a node never started, or
+        started with another address): otherwise it waits silently up to the process-group timeout."""
+        nodes = (f" The other nodes must start with MASTER_ADDR={address}, MASTER_PORT={port} and their own NODE_RANK "
+                 f"(0 to {self.num_nodes - 1}), or be started by torchrun or SLURM."
+                 if self.num_nodes > 1 else "")
+        return (f"xtrain: rank {self.global_rank} has waited {_RENDEZVOUS_NOTICE_S:g} s for all {self.world_size} "
+                f"processes to join at {address}:{port} (node {self.node_rank} of {self.num_nodes}).{nodes} It waits "
+                f"up to the process-group timeout ({self.timeout}), then fails.")
 
     def keep_group_until_exit(self) -> None:
         """Keep the process group for later fits in this process, and at exit drop this strategy's model, then

@@ -1,4 +1,5 @@
-"""A notice on stderr for a plugin import that is still running after a while (one that may never return).
+"""A notice on stderr for a call still running after a while (one that may never return): a plugin import, or
+the process-group rendezvous waiting for a node that never started.
 
 An import cannot be interrupted, but the user can be told which package to remove. One daemon thread serves every
 import of the process: a timer thread per import cost about a millisecond each, and the first ``Trainer()`` imports

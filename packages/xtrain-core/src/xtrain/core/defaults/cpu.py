@@ -9,6 +9,7 @@ from typing import ClassVar
 import torch
 from typing_extensions import override
 
+from xtrain.core._internal.user_warning import warn_at_user
 from xtrain.core.accelerator import Accelerator, DevicesArg
 
 __all__ = ["CPUAccelerator"]
@@ -43,6 +44,11 @@ class CPUAccelerator(Accelerator):
     @override
     def parse_devices(cls, devices: DevicesArg) -> list[int]:
         indices = super().parse_devices(devices)
+        if sorted(indices) != list(range(len(indices))) and os.environ.get("LOCAL_RANK", "0") == "0":
+            # Parsed as on every accelerator, but a CPU process has no index: "2," would silently be one process.
+            warn_at_user(f"devices={devices!r} on accelerator='cpu' names device index(es) {indices}; CPU processes "
+                         f"have no indices, so this starts {len(indices)} process(es). Fix: write devices="
+                         f"{len(indices)} to say so, or devices=N for N processes.", UserWarning)
         cores = _usable_cores()
         if len(indices) > cores and os.environ.get("LOCAL_RANK", "0") == "0":
             warnings.warn(f"devices={devices!r} on accelerator='cpu' starts {len(indices)} processes, but this "
