@@ -93,11 +93,14 @@ def test_a_restart_right_after_sigkill_takes_the_lock_while_a_worker_lives_on(tm
 def test_a_forked_child_does_not_keep_the_lock(tmp_path: Path) -> None:
     lock = RunLock()
     lock.acquire(tmp_path, "run")
+    ready, started = os.pipe()
     child = os.fork()
     if child == 0:  # pragma: no cover - the child only sleeps, holding whatever it inherited
+        os.write(started, b"x")  # os.fork's after-fork hooks have run in the child by now
         time.sleep(20)
         os._exit(0)
     try:
+        os.read(ready, 1)  # a loaded machine may not have run the child yet: it would still hold the inherited file
         lock.release()
         probe = subprocess.run([sys.executable, "-c", "import fcntl, sys; f = open(sys.argv[1], 'a+'); "
                                 "fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)",
@@ -106,6 +109,8 @@ def test_a_forked_child_does_not_keep_the_lock(tmp_path: Path) -> None:
     finally:
         os.kill(child, signal.SIGKILL)
         os.waitpid(child, 0)
+        os.close(ready)
+        os.close(started)
 
 
 def test_a_lock_held_after_its_taker_ended_is_not_called_another_job(tmp_path: Path) -> None:
