@@ -123,3 +123,23 @@ def test_a_bad_hparams_file_fails_before_the_checkpoint_is_read(tmp_path: Path) 
     with pytest.raises(ConfigError, match="hparams_file"):
         Configured.load_from_checkpoint(tmp_path / "absent.ckpt", hparams_file=tmp_path / "h.ini")
 
+
+
+def test_checkpoints_keep_only_hyperparameters_a_weights_only_load_reads(tmp_path: Path) -> None:
+    """One rule with engine.save (``_internal/loadable.py``): a numpy number or a namedtuple subclasses float or
+    tuple, yet ``weights_only`` refuses it, and kept in the checkpoint it made the whole file unloadable."""
+    from collections import namedtuple
+
+    import numpy as np
+
+    from xtrain.core._internal.hparams import checkpoint_safe
+    from xtrain.core.checkpoint_reader import read_checkpoint
+    from xtrain.core.defaults.torch_io import save_file
+
+    pair = namedtuple("pair", "a b")
+    given = {"lr": np.float64(0.1), "shape": pair(1, 2), "dtype": torch.bfloat16, "sizes": (3, 4), "n": 3}
+    with pytest.warns(UserWarning, match=r"\['lr', 'shape'\] are not plain values"):
+        kept = checkpoint_safe(given, "M")
+    assert kept == {"dtype": torch.bfloat16, "sizes": (3, 4), "n": 3}
+    save_file({"hyper_parameters": kept}, tmp_path / "h.ckpt")
+    assert read_checkpoint(tmp_path / "h.ckpt")["hyper_parameters"] == kept

@@ -1,46 +1,25 @@
 """What ``Engine.save`` may write: only values that ``Engine.load`` can read back.
 
 Checkpoints are read with ``weights_only=True`` (a file can never run code), so an arbitrary object pickled into one
-makes the file unloadable, and the user finds out at the resume that needed it. The state is checked before
-anything is written, and the refusal names the entry.
+makes the file unloadable, and the user finds out at the resume that needed it. The state is checked by the rule of
+:mod:`~xtrain.core._internal.loadable` before anything is written, and the refusal names the entry.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-import torch
-
+from xtrain.core._internal.loadable import first_unloadable
 from xtrain.core.errors import ConfigError
 
 __all__ = ["refuse_unloadable"]
-
-# Exact types (a namedtuple, an IntEnum or a numpy number is refused by weights_only even though it subclasses one).
-_LEAVES = frozenset({int, float, bool, complex, str, bytes, bytearray, type(None), torch.Size, torch.dtype, torch.device})
-_CONTAINERS = frozenset({dict, OrderedDict, list, tuple, set})
-
-
-def _first_unloadable(value: Any, where: str) -> tuple[str, Any] | None:
-    if isinstance(value, torch.Tensor) or type(value) in _LEAVES:
-        return None
-    if type(value) in _CONTAINERS:
-        items = value.items() if isinstance(value, dict) else enumerate(value)
-        for key, item in items:
-            if isinstance(value, dict) and type(key) not in _LEAVES:
-                return f"{where} (a key)", key
-            found = _first_unloadable(item, f"{where}[{key!r}]")
-            if found is not None:
-                return found
-        return None
-    return where, value
 
 
 def refuse_unloadable(checkpoint: dict[str, Any], path: str | Path) -> None:
     """Raise :class:`ConfigError` naming the first entry of ``checkpoint`` that a ``weights_only`` load refuses."""
     for key, value in checkpoint.items():
-        found = _first_unloadable(value, f"state[{key!r}]")
+        found = first_unloadable(value, f"state[{key!r}]")
         if found is None:
             continue
         where, odd = found

@@ -9,9 +9,8 @@ from collections.abc import Iterable, Mapping
 from types import FrameType
 from typing import Any
 
-import torch
-
 from xtrain.core._internal.bounded import check_bounded
+from xtrain.core._internal.loadable import first_unloadable
 
 __all__ = ["AttributeDict", "HyperparametersMixin", "checkpoint_hparams", "checkpoint_safe", "collect_init_args",
            "loggable_hparams"]
@@ -51,24 +50,15 @@ def collect_init_args(frame: FrameType, obj: object, names: Iterable[str], ignor
     return values
 
 
-def _safe(value: Any) -> bool:
-    if value is None or isinstance(value, (bool, int, float, str, torch.Tensor)):
-        return True
-    if isinstance(value, (list, tuple)):
-        return all(_safe(v) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, (str, int)) and _safe(v) for k, v in value.items())
-    return False
-
-
 def checkpoint_safe(hparams: dict[str, Any], owner: str) -> dict[str, Any]:
     """The hyperparameters that a ``weights_only=True`` checkpoint can hold; warns once about the others."""
-    kept = {k: v for k, v in hparams.items() if _safe(v)}
+    kept = {k: v for k, v in hparams.items() if first_unloadable(v, k) is None}
     dropped = sorted(set(hparams) - set(kept))
     if dropped:
-        warnings.warn(f"{owner}: hyperparameters {dropped} are not plain numbers, strings, tensors, lists or dicts, "
-                      f"so checkpoints do not store them. Pass save_hyperparameters(ignore={dropped}) to silence this.",
-                      UserWarning, stacklevel=3)
+        warnings.warn(f"{owner}: hyperparameters {dropped} are not plain values that a weights_only load reads back "
+                      f"(numbers, strings, tensors, dtypes, and lists, tuples, sets and dicts of them; a numpy number "
+                      f"or a namedtuple is not one), so checkpoints do not store them. Pass "
+                      f"save_hyperparameters(ignore={dropped}) to silence this.", UserWarning, stacklevel=3)
     return kept
 
 
