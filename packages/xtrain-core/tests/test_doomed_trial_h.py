@@ -164,20 +164,22 @@ def test_raise_does_not_advise_detect_anomaly_when_it_is_on(tmp_path: Path) -> N
     assert "run once with on_nonfinite_loss='warn' and detect_anomaly=True" in message
 
 
-def test_skip_does_not_advise_clipping_when_it_is_on(tmp_path: Path) -> None:
+def _skip_warning(tmp_path: Path, bad: int, **kwargs: Any) -> str:
+    """The "skip" warning of a one-epoch fit whose batch ``bad`` has a non-finite loss."""
     with pytest.warns(UserWarning, match="non-finite") as record:
-        _trainer(tmp_path, max_epochs=1, on_nonfinite_loss="skip", gradient_clip_val=1.0).fit(
-            _Diverging({3}), tiny_loaders()[0])
-    message = next(str(w.message) for w in record if "the training loss is non-finite" in str(w.message))
+        _trainer(tmp_path, max_epochs=1, on_nonfinite_loss="skip", **kwargs).fit(_Diverging({bad}),
+                                                                                 tiny_loaders()[0])
+    return next(str(w.message) for w in record if "the training loss is non-finite" in str(w.message))
+
+
+def test_skip_does_not_advise_clipping_when_it_is_on(tmp_path: Path) -> None:
+    message = _skip_warning(tmp_path, 3, gradient_clip_val=1.0)
     assert "clip gradients (gradient_clip_val)" not in message
     assert "Lower the learning rate or gradient_clip_val (clipping is already on, at 1.0)" in message
 
 
 def test_skip_under_accumulation_says_what_it_skips(tmp_path: Path) -> None:
-    with pytest.warns(UserWarning, match="non-finite") as record:
-        _trainer(tmp_path, max_epochs=1, on_nonfinite_loss="skip", accumulate_grad_batches=4).fit(
-            _Diverging({5}), tiny_loaders()[0])
-    message = next(str(w.message) for w in record if "the training loss is non-finite" in str(w.message))
+    message = _skip_warning(tmp_path, 5, accumulate_grad_batches=4)
     assert "that step's backward and optimizer step" not in message
     assert ("skips that batch's backward; with accumulate_grad_batches=4 its window still takes the optimizer step "
             "on its other batches") in message

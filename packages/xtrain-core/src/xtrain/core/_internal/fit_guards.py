@@ -117,14 +117,12 @@ def check_epoch_progress(trainer: Trainer, check: NonFiniteCheck, *, ran_dry: bo
         return
     skipped = check.skipped - skipped
     if skipped and p.global_step == steps:
-        hint = nonfinite_hint(gradient_clip_val=trainer.gradient_clip_val,
-                              detect_anomaly=trainer._flags.detect_anomaly, blocking=True)
         raise NonFiniteLossError(
             f"on_nonfinite_loss='skip' skipped {skipped} of the {p.total_batches - batches} batches of epoch "
             f"{p.epoch} (their loss was non-finite) and the epoch took no optimizer step, so training cannot "
             f"progress: the weights do not change, so the next epoch would see the same losses (with max_steps set, "
             f"fit would never end). Nothing was applied; the checkpoints hold the last good state. The first was "
-            f"{check.found}. {hint}")
+            f"{check.found}. {check.hint}")
 
 
 def _empty_stream(trainer: Trainer) -> ConfigError:

@@ -66,13 +66,13 @@ class NonFiniteCheck:
             once-only warning can say that later skips are not lost.
     """
 
-    __slots__ = ("_accumulate", "_counted", "_gather", "_hint", "_rank", "_window", "blocking", "every", "found",
+    __slots__ = ("_accumulate", "_counted", "_gather", "_rank", "_window", "blocking", "every", "found", "hint",
                  "last_skipped", "mode", "skipped")
 
     def __init__(self, mode: NonFiniteMode, *, every: int,
                  gather: Callable[[torch.Tensor], torch.Tensor] | None = None, rank: int = 0,
                  hint: str = TRAINER_HINT, accumulate: int = 1, counted: bool = False) -> None:
-        self._hint = hint
+        self.hint = hint
         self._accumulate, self._counted = accumulate, counted
         self.mode = mode
         self.every = max(1, every)
@@ -119,12 +119,12 @@ class NonFiniteCheck:
             raise NonFiniteLossError(f"on_nonfinite_loss='raise': the training loss is non-finite {on}{where}"
                                      + (f" (loss={value})" if bad else "")
                                      + ". The optimizer did not apply it; the last checkpoint is the last good state. "
-                                     + self._hint)
+                                     + self.hint)
         self.skipped += 1
         if self.found is None:
             self.found = where
             warn_at_user(f"on_nonfinite_loss='skip': the training loss is non-finite {on}{where}; {self._skips()} "
-                         f"(this warning is shown once; {self._later()}). {self._hint}", UserWarning)
+                         f"(this warning is shown once; {self._later()}). {self.hint}", UserWarning)
         return True
 
     def _later(self) -> str:
@@ -157,7 +157,7 @@ class NonFiniteCheck:
         value = loss.detach().float().reshape(-1)[0].item()
         warn_at_user(f"the training loss became non-finite (loss={value}){rank} {self.found}; training goes on "
                      f"(on_nonfinite_loss='warn'), and the weights are probably NaN from there. "
-                     f"on_nonfinite_loss='raise' stops before such a step is applied, 'skip' skips it. {self._hint}",
+                     f"on_nonfinite_loss='raise' stops before such a step is applied, 'skip' skips it. {self.hint}",
                      UserWarning)
 
 

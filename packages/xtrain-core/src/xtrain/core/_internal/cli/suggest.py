@@ -77,12 +77,12 @@ def _misplaced_init_args(message: str) -> list[str]:
         return []
     valid = _init_args(class_path)
     hints = []
-    for given, val in extra.items():
-        close = [] if given in valid or not valid else match(given, valid)
+    for arg, val in extra.items():
+        close = [] if arg in valid or not valid else match(arg, valid)
         what = (f"is not an argument of {class_path} (did you mean {close[0]!r}?)" if close
-                else f"is an argument of {class_path}" if given in valid else "is not class_path")
-        name = close[0] if close else given
-        hints.append(f"{key}.{given} {what}; init args go under init_args, not beside class_path. Fix: {key}: "
+                else f"is an argument of {class_path}" if arg in valid else "is not class_path")
+        name = close[0] if close else arg
+        hints.append(f"{key}.{arg} {what}; init args go under init_args, not beside class_path. Fix: {key}: "
                      f"{{class_path: {class_path}, init_args: {{{name}: {val!r}}}}} in YAML, or --{key}.{name} {val} "
                      "on the command line.")
     return hints
