@@ -32,7 +32,9 @@ _RENDEZVOUS = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "WORLD_SIZE", "LOCAL_W
 
 
 def report(**values: Any) -> None:
-    print("STATE " + json.dumps({"rank": os.environ.get("LOCAL_RANK", "caller"), **values}), flush=True)
+    line = "STATE " + json.dumps({"rank": os.environ.get("LOCAL_RANK", "caller"), **values}) + "\n"
+    sys.stdout.flush()
+    os.write(sys.stdout.fileno(), line.encode())  # one write: ranks share the pipe, print() may split a line
 
 
 def trainer(strategy: str, **kwargs: Any) -> Trainer:
