@@ -60,7 +60,7 @@ def test_a_hang_on_every_attempt_stops_early_and_names_the_stuck_rank(tmp_path: 
     result, _ = run(tmp_path, "hang_restart")
     output = result.output
     assert result.returncodes == [1], output
-    launcher = [line for line in output.splitlines() if line.startswith("xtrain launcher: rank")]
+    launcher = re.findall(r"xtrain launcher: rank[^\n]*", output)  # anywhere: a rank's text may precede it on a line
     assert len(launcher) == 2, output
     assert all(line.startswith("xtrain launcher: rank 1 exited with code 1 (Hang: ") for line in launcher), launcher
     assert "the same failure as the previous attempt" in launcher[1] and "instead of 3" in launcher[1], launcher

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -55,8 +56,9 @@ def main() -> None:
                       plugins=["async"] if args.async_checkpoints else None,
                       logger=False, enable_progress_bar=False, enable_model_summary=False)
     environment = trainer.strategy.cluster_environment
-    print(f"rank {trainer.global_rank}/{trainer.world_size} environment={getattr(environment, 'name', None)} "
-          f"pid={os.getpid()} restart={os.environ.get('SLURM_RESTART_COUNT', '0')} resume={resume}", flush=True)
+    sys.stdout.write(f"rank {trainer.global_rank}/{trainer.world_size} environment={getattr(environment, 'name', None)} "
+                     f"pid={os.getpid()} restart={os.environ.get('SLURM_RESTART_COUNT', '0')} resume={resume}\n")
+    sys.stdout.flush()  # the line in one write: print() writes its end apart, and the ranks share the output
     (run_dir / "pids").mkdir(parents=True, exist_ok=True)
     (run_dir / "pids" / f"rank{trainer.global_rank}").write_text(str(os.getpid()))
     trainer.fit(module, loader, ckpt_path=resume)
