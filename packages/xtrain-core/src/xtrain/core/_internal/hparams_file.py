@@ -121,11 +121,21 @@ def _parse(file: Path, text: str, suffix: str) -> Any:
     if suffix != ".json":
         yaml = _yaml()
         if yaml is not None:
+            from xtrain.core._internal.yaml_keys import repeated_key_in
+
+            loader = yaml.SafeLoader(text)  # yaml.safe_load's steps, with the node tree checked in between
             try:
-                return yaml.safe_load(text)
+                root = loader.get_single_node()
+                repeated = repeated_key_in(root)
+                if repeated is not None:
+                    raise CheckpointError(f"hparams_file {str(file)!r}: {repeated}. Fix: delete the one you do not "
+                                          f"mean.")
+                return None if root is None else loader.construct_document(root)
             except yaml.YAMLError as err:
                 raise CheckpointError(f"hparams_file {str(file)!r} is not valid YAML, or uses a tag that would build a "
                                       f"Python object (refused): {str(err)[:300]}") from None
+            finally:
+                loader.dispose()
     try:
         return json.loads(text)
     except ValueError as err:

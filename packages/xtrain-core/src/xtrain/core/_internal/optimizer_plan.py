@@ -20,6 +20,9 @@ __all__ = ["optimizer_problems"]
 # Optimizer state fields that torch.optim's optimizers keep in their parameter's shape.
 _TORCH_SHAPED = frozenset({"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "exp_inf", "momentum_buffer", "square_avg",
                            "acc_delta", "sum", "grad_avg", "prev", "ax"})
+# Flags of torch.optim groups that need a per-parameter state field once a step was taken.
+_FLAG_FIELDS = {"amsgrad": "max_exp_avg_sq"}
+_NOT_CAPTURABLE = frozenset({"cpu", "mps"})  # devices torch's capturable optimizer steps refuse
 
 
 def optimizer_problems(where: str, state: Any, optimizer: torch.optim.Optimizer, named: dict[int, str]) -> list[str]:
@@ -104,10 +107,33 @@ def optimizer_problems(where: str, state: Any, optimizer: torch.optim.Optimizer,
             if not isinstance(value, (torch.Tensor, int, float, list, tuple)) or (
                     field == "step" and not isinstance(value, (torch.Tensor, int, float))):
                 problems.append(f"{where}: {name}.{field}: a {type(value).__name__}")
+            elif field == "step" and isinstance(value, torch.Tensor) and value.numel() != 1:
+                problems.append(f"{where}: {name}.step: a tensor of shape {tuple(value.shape)}, not one count")
             elif isinstance(value, torch.Tensor) and value.shape != param.shape and (
                     field in shaped or (value.dim() and _not_reduced(value, param))):
                 problems.append(f"{where}: {name}.{field}: checkpoint {tuple(value.shape)} vs parameter "
                                 f"{tuple(param.shape)}")
+    problems += _flag_problems(where, groups, state["state"], optimizer)
+    return problems
+
+
+def _flag_problems(where: str, groups: list[dict[str, Any]], states: dict[Any, Any],
+                   optimizer: torch.optim.Optimizer) -> list[str]:
+    """Saved flags that the state or the parameters cannot serve: torch reads them at the next step, after the
+    restore (``amsgrad=True`` with no ``max_exp_avg_sq``: a KeyError; ``capturable=True`` on the CPU: an assertion)."""
+    problems: list[str] = []
+    for j, (saved, live) in enumerate(zip(groups, optimizer.param_groups, strict=True)):
+        for flag, field in _FLAG_FIELDS.items():
+            if saved.get(flag) is True and flag in live:
+                lacking = [str(k) for k in saved["params"] if isinstance(states.get(k), dict) and states[k]
+                           and field not in states[k]]
+                if lacking:
+                    problems.append(f"{where} group {j}: {flag}=True, but the state of {listed(lacking)} has no "
+                                    f"{field!r} (the optimizer needs it at its next step)")
+        devices = sorted({p.device.type for p in live["params"]} & _NOT_CAPTURABLE)
+        if saved.get("capturable") is True and "capturable" in live and devices:
+            problems.append(f"{where} group {j}: capturable=True, which torch's optimizers refuse for parameters on "
+                            f"{', '.join(devices)} (the checkpoint's flags replace the optimizer's)")
     return problems
 
 

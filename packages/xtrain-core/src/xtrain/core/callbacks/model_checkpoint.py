@@ -196,15 +196,14 @@ class ModelCheckpoint(Callback):
 
     @override
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.best_k_models = dict(state.get("best_k_models", {}))
-        self._recent = dict(state.get("recent", {}))
+        from xtrain.core._internal.ranking_state import read_ranking
+
+        ranking = read_ranking(state)  # refuses a field of another kind before any is set
+        self.best_k_models, self._recent = ranking.best_k_models, ranking.recent
         if self.monitor is None and "recent" not in state:  # written before best_k_models stayed empty
             self._recent, self.best_k_models = self.best_k_models, {}
-        self.best_model_path = state.get("best_model_path", "")
-        self.best_model_score = state.get("best_model_score")  # a float (a tensor in Lightning's checkpoints)
-        self.last_model_path = state.get("last_model_path", "")
-        current = state.get("current_score")
-        self._current_score = float(current) if isinstance(current, (int, float)) else None
+        self.best_model_path, self.last_model_path = ranking.paths["best_model_path"], ranking.paths["last_model_path"]
+        self._best_score, self._current_score = ranking.best_score, ranking.current_score
         self._unchecked = True  # the default directory is known once fit starts, after the restore
         if self._dirpath is not None:
             self._disown_foreign(self._dirpath)

@@ -58,6 +58,8 @@ class XtrainCLI:
                  args: list[str] | Mapping[str, Any] | None = None, run: bool = True) -> None:
         from jsonargparse import ArgumentParser
 
+        from xtrain.core._internal.cli.strict_yaml import register
+
         options: dict[str, Any] = {"model_class": model_class, "data_class": datamodule_class,
                                    "subclass_mode_model": subclass_mode_model, "subclass_mode_data": subclass_mode_data,
                                    "trainer_class": trainer_class, "seed_default": seed_everything_default,
@@ -88,7 +90,7 @@ class XtrainCLI:
         self.subcommand: str | None = None
         if run:
             # As the xtrain command: no abbreviated options, and a refused name gets the closest valid ones.
-            parser = ArgumentParser(prog=sys.argv[0], exit_on_error=False, allow_abbrev=False)
+            parser = ArgumentParser(prog=sys.argv[0], exit_on_error=False, allow_abbrev=False, parser_mode=register())
             commands = parser.add_subcommands(dest="subcommand")
             for stage in _STAGES:
                 commands.add_subcommand(stage, stage_parser(stage), help=f"{stage} the model")

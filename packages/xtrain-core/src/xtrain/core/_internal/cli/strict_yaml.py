@@ -1,0 +1,35 @@
+"""YAML for the command line and its config files, refusing a key written twice in one mapping.
+
+jsonargparse (as LightningCLI) keeps the second of two equal keys; xtrain's parsers refuse the file naming both
+lines (:mod:`~xtrain.core._internal.yaml_keys`), and otherwise read values exactly as jsonargparse's own YAML mode.
+Imported only by the CLI (PyYAML and jsonargparse come with the ``cli`` extra).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from jsonargparse import get_loader, set_loader
+
+from xtrain.core._internal.yaml_keys import repeated_key
+
+__all__ = ["PARSER_MODE", "register"]
+
+PARSER_MODE = "xtrain_yaml"
+_REGISTERED: list[bool] = []
+
+
+def register() -> str:
+    """Make :data:`PARSER_MODE` known to jsonargparse (once per process); returns it, for ``parser_mode=``."""
+    if not _REGISTERED:
+        set_loader(PARSER_MODE, _load, exceptions=(yaml.YAMLError,))
+        _REGISTERED.append(True)
+    return PARSER_MODE
+
+
+def _load(stream: str) -> Any:
+    problem = repeated_key(stream, yaml.SafeLoader)  # keys compared as written: no resolver matters
+    if problem is not None:  # a YAMLError: jsonargparse reports it as a problem in the config
+        raise yaml.YAMLError(f"{problem}. Fix: delete the one you do not mean.")
+    return get_loader("yaml")(stream)
