@@ -43,3 +43,19 @@ def test_raise_stops_every_rank_naming_the_rank(tmp_path: Path) -> None:
     assert "non-finite on rank(s) [1] at step 1 (epoch 0, batch 1)" in result.output
     assert not list(tmp_path.glob("rank*.pt"))
     assert not leftover_processes(result)
+
+
+@pytest.mark.timeout(240)
+def test_raise_reaches_every_ranks_own_except(tmp_path: Path) -> None:
+    """The ranks agree on the error (a gathered flag): it is not one rank's failure that stops the others, so each
+    rank's ``except NonFiniteLossError`` runs and the job ends with the status the user's code gives it."""
+    if "ddp" not in STRATEGIES:
+        pytest.skip("needs xtrain-strategies")
+    result = run_processes([python_command(SCRIPT, str(tmp_path), "trainer", "raise_caught")], timeout=200,
+                           cwd=tmp_path)
+    assert result.returncodes == [0], result.output
+    for rank in (0, 1):
+        caught = (tmp_path / f"caught{rank}.txt").read_text()
+        assert caught.startswith("True ") and "non-finite on rank(s) [1] at step 1 (epoch 0, batch 1)" in caught
+    assert "failed; stopping" not in result.output, result.output
+    assert not leftover_processes(result)

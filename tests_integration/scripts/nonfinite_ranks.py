@@ -1,6 +1,7 @@
 """Two DDP ranks; only rank 1's loss becomes inf at chosen batches. Each rank saves its final weights.
 
-Usage: nonfinite_ranks.py OUT_DIR trainer|engine MODE
+Usage: nonfinite_ranks.py OUT_DIR trainer|engine MODE   (MODE: warn, skip, raise, or raise_caught: the Trainer's
+"raise" inside the user's try/except NonFiniteLossError, which writes caught<rank>.txt)
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import torch
 
 from xtrain.core import Engine, Trainer, seed_everything
+from xtrain.core.errors import NonFiniteLossError
 from xtrain.core.testing import TinyClassifier, tiny_loaders
 
 BAD = {1, 3}  # batches (counted over the run) whose loss is inf on rank 1 only
@@ -32,9 +34,15 @@ class InfOnRankOne(TinyClassifier):
 def with_trainer(out: Path, mode: str) -> None:
     seed_everything(0)
     trainer = Trainer(accelerator="cpu", devices=2, strategy="ddp", max_epochs=1, default_root_dir=out,
-                      on_nonfinite_loss=mode, logger=False, enable_progress_bar=False, enable_model_summary=False,
-                      enable_checkpointing=False, num_sanity_val_steps=0)
+                      on_nonfinite_loss=mode.removesuffix("_caught"), logger=False, enable_progress_bar=False,
+                      enable_model_summary=False, enable_checkpointing=False, num_sanity_val_steps=0)
     model = InfOnRankOne()
+    if mode == "raise_caught":  # the user's own except, on every rank (each runs this script)
+        try:
+            trainer.fit(model, tiny_loaders(n=128)[0])
+        except NonFiniteLossError as err:
+            (out / f"caught{trainer.global_rank}.txt").write_text(f"{err.every_rank} {err}")
+        return
     trainer.fit(model, tiny_loaders(n=128)[0])
     torch.save({"weights": dict(model.state_dict()), "steps": trainer.global_step},
                out / f"rank{trainer.global_rank}.pt")

@@ -70,7 +70,13 @@ class NonFiniteLossError(RuntimeError):
 
     Raised on every rank before the backward pass of that loss, so the weights and the checkpoints on disk are the
     last good ones. The message names the step, epoch and batch.
+
+    Attributes:
+        every_rank: The ranks agreed on it (one flag per rank gathered): every rank raises it at the same step, so
+            it is not one rank's failure that stops the others, and each rank's ``except`` sees it.
     """
+
+    every_rank: bool = False
 
 
 class RankFailedError(RuntimeError):

@@ -116,10 +116,12 @@ class NonFiniteCheck:
         on = f"on rank(s) {ranks} " if self._gather is not None else ""
         if self.mode == "raise":
             value = loss.detach().float().reshape(-1)[0].item() if bad else math.nan
-            raise NonFiniteLossError(f"on_nonfinite_loss='raise': the training loss is non-finite {on}{where}"
-                                     + (f" (loss={value})" if bad else "")
-                                     + ". The optimizer did not apply it; the last checkpoint is the last good state. "
-                                     + self.hint)
+            error = NonFiniteLossError(f"on_nonfinite_loss='raise': the training loss is non-finite {on}{where}"
+                                       + (f" (loss={value})" if bad else "")
+                                       + ". The optimizer did not apply it; the last checkpoint is the last good "
+                                       + "state. " + self.hint)
+            error.every_rank = self._gather is not None
+            raise error
         self.skipped += 1
         if self.found is None:
             self.found = where

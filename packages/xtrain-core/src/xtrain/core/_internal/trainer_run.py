@@ -92,7 +92,8 @@ class RunLifecycle(StageLoaders, LoopServices):
                 return self._run_body(stage, ckpt_path, return_state)
         except BaseException as exc:
             status = "interrupted" if isinstance(exc, (KeyboardInterrupt, SIGTERMException)) else "failed"
-            if not self._preemption.stopped_together(exc):  # a stop every rank made at one save point: no failure
+            # A stop every rank made at one save point, or an error every rank raised at one step: no rank failed.
+            if not (self._preemption.stopped_together(exc) or getattr(exc, "every_rank", False) is True):
                 note_failure(cast("Trainer", self), exc)
                 self.strategy.on_exception(exc)
             self._hooks.call_callbacks("on_exception", exc)
