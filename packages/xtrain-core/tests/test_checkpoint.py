@@ -367,6 +367,14 @@ def test_temporaries_of_killed_saves_are_removed_by_the_next_run(tmp_path: Path)
     io.wait()
     left = sorted(p.name for p in folder.iterdir())
     assert left == sorted([names["fresh"], names["alive"], names["other"], "last.ckpt"]), left
+    # A kill just before a resume leaves a temporary too young for the first save's sweep: a later save takes it.
+    os.utime(folder / names["fresh"], (time.time() - 3600, time.time() - 3600))
+    io.save_checkpoint({"w": torch.ones(2)}, folder / "last.ckpt")
+    assert names["fresh"] in {p.name for p in folder.iterdir()}, "swept again at once: a scandir per save"
+    io._swept[folder] -= 3600  # as if the last sweep were an hour ago
+    io.save_checkpoint({"w": torch.ones(2)}, folder / "last.ckpt")
+    io.wait()
+    assert names["fresh"] not in {p.name for p in folder.iterdir()}
 
 
 def test_resuming_from_a_file_never_deletes_that_file(tmp_path: Path) -> None:

@@ -106,6 +106,25 @@ def test_sigterm_saves_then_fit_raises_sigterm_exception(tmp_path: Path) -> None
     assert not resumed.received_sigterm
 
 
+def test_a_restarting_launcher_reads_a_preemption_not_an_unknown_failure(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under xtrain's supervisor (max_restarts) a preempted rank's exit 143 read "no Python error recorded" and the
+    summary named whichever rank exited first (found by an outside trial killing jobs at random)."""
+    from xtrain.core.restarts import read_failure
+
+    monkeypatch.setenv("XTRAIN_FAILURE_DIR", str(tmp_path / "failures"))
+    (tmp_path / "failures").mkdir()
+    train, val = tiny_loaders()
+    trainer = Trainer(max_epochs=5, default_root_dir=tmp_path, enable_progress_bar=False, logger=False,
+                      callbacks=[_Recorder(at_step=3)])
+    with pytest.raises(SIGTERMException):
+        trainer.fit(TinyClassifier(), train, val)
+    record = read_failure(tmp_path / "failures", 0)
+    assert record is not None and record.step == trainer.global_step
+    assert record.error == (f"preempted: a preemption signal reached this rank; every rank saved the checkpoint at "
+                            f"step {trainer.global_step} and stopped")
+
+
 def test_sigterm_before_training_ends_the_run_at_once_through_its_hooks(tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """Before the first step (here: the sanity check) there is nothing to save: the run ends right away, and still

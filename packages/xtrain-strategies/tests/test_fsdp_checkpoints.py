@@ -169,3 +169,18 @@ def test_top_k_pruning_last_and_resume_from_last_with_directories(tmp_path: Path
     resumed = train(tmp_path / "second", strategy="fsdp", devices=2, clip=0.5, options=options, ckpt_path="last",
                     checkpoint={"dirpath": str(ck), "save_last": True})
     _assert_continues(resumed[0], sources["fsdp2"]["records"][0])
+
+
+def test_a_save_replaces_what_a_killed_save_left_under_its_name(tmp_path: Path) -> None:
+    """A sharded save killed before its manifest leaves a directory nothing can load; when the resumed run saves
+    that step again, the save takes the name and removes the leftover data (it went to ``-v1`` beside it, and the
+    leftover stayed forever: found by an outside trial that killed FSDP jobs at random)."""
+    ck = tmp_path / "ck"
+    leftover = ck / EPOCH0 / "shards-0123456789ab"
+    leftover.mkdir(parents=True)
+    (leftover / "rest.pt").write_bytes(b"the first half of a file")
+    train(tmp_path / "run", strategy="fsdp", devices=1, batch_size=16, epochs=1, clip=0.5,
+          checkpoint={"dirpath": str(ck), "every_n_epochs": 1, "save_top_k": -1})
+    assert sorted(p.name for p in ck.iterdir()) == [EPOCH0]
+    assert read_sharded_checkpoint(ck / EPOCH0)["loops"]["global_step"] == 4
+    assert not leftover.exists()

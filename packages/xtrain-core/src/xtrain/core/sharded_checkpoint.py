@@ -34,7 +34,8 @@ from xtrain.core.checkpoint_io import PathLike
 from xtrain.core.errors import CheckpointError
 
 __all__ = [
-    "MANIFEST_FILE", "REST_FILE", "checkpoint_complete", "consolidate", "copy_sharded_checkpoint", "is_sharded",
+    "MANIFEST_FILE", "REST_FILE", "checkpoint_complete", "consolidate", "copy_sharded_checkpoint", "interrupted_save",
+    "is_sharded",
     "join_tensors", "make_room_for_directory", "markers", "new_data_name", "read_manifest", "read_sharded_checkpoint", "remove_checkpoint_path",
     "remove_stale_data", "room_for_file", "split_tensors", "tensor_key", "write_manifest",
 ]
@@ -57,6 +58,18 @@ def checkpoint_complete(path: PathLike) -> bool:
     """A file (written atomically) or a directory whose manifest exists: a checkpoint that can be loaded."""
     p = Path(path)
     return (p / MANIFEST_FILE).is_file() if p.is_dir() else p.is_file()
+
+
+def interrupted_save(path: PathLike) -> bool:
+    """Whether ``path`` is what a killed sharded save left: a directory without a manifest that holds only data
+    directories and hidden temporary files. Nothing can load it, and the next save to that name replaces it."""
+    p = Path(path)
+    if not p.is_dir() or p.is_symlink() or (p / MANIFEST_FILE).exists():
+        return False
+    try:
+        return all(child.name.startswith((_DATA_PREFIX, ".")) for child in p.iterdir())
+    except OSError:
+        return False
 
 
 def read_manifest(path: PathLike) -> dict[str, Any]:

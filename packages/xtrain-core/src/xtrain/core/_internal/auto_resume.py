@@ -207,3 +207,14 @@ def note_failure(trainer: Trainer, exc: BaseException) -> None:
 
     write_failure(rank=trainer.global_rank, step=trainer.global_step, start_step=None,
                   error=f"{type(exc).__name__}: {exc}")
+
+
+def note_preemption(trainer: Trainer, *, signalled: bool) -> None:
+    """Every rank stopped at one save point after a preemption signal: record it for a restarting launcher, which
+    otherwise saw exit code 143 with "no Python error recorded" and named whichever rank exited first."""
+    from xtrain.core.restarts import write_failure
+
+    whose = "this rank" if signalled else "another rank"
+    write_failure(rank=trainer.global_rank, step=trainer.global_step, start_step=None,
+                  error=f"preempted: a preemption signal reached {whose}; every rank saved the checkpoint at step "
+                        f"{trainer.global_step} and stopped")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import torch
 
-from xtrain.core._internal.auto_resume import note_failure, resolve_auto, start_attempt
+from xtrain.core._internal.auto_resume import note_failure, note_preemption, resolve_auto, start_attempt
 from xtrain.core._internal.callback_states import check_unique_state_keys
 from xtrain.core._internal.checkpointing import restore_checkpoint, restore_targets
 from xtrain.core._internal.data import shut_down_workers
@@ -92,10 +92,12 @@ class RunLifecycle(StageLoaders, LoopServices):
                 return self._run_body(stage, ckpt_path, return_state)
         except BaseException as exc:
             status = "interrupted" if isinstance(exc, (KeyboardInterrupt, SIGTERMException)) else "failed"
-            # A stop every rank made at one save point, or an error every rank raised at one step: no rank failed.
-            if not (self._preemption.stopped_together(exc) or getattr(exc, "every_rank", False) is True):
+            if self._preemption.stopped_together(exc):  # a stop every rank made at one save point: no failure
+                note_preemption(cast("Trainer", self), signalled=self._preemption.signal_number is not None)
+            else:
                 note_failure(cast("Trainer", self), exc)
-                self.strategy.on_exception(exc)
+                if getattr(exc, "every_rank", False) is not True:  # one rank's error: the others are stopped
+                    self.strategy.on_exception(exc)
             self._hooks.call_callbacks("on_exception", exc)
             raise
         finally:

@@ -483,12 +483,15 @@ class ModelCheckpoint(Callback):
         return doomed
 
     def _versioned(self, path: Path) -> Path:
-        """``path``, or ``name-vN`` beside it when a file this callback does not own is already there."""
+        """``path``, or ``name-vN`` beside it when a file this callback does not own is already there. What a killed
+        sharded save left under the name is no checkpoint: the save replaces it (as the checkpoints guide says)."""
         if not self.enable_version_counter:
             return path
+        from xtrain.core.sharded_checkpoint import interrupted_save
+
         candidate, version = path, 1
         owned = {*self.best_k_models, *self._recent, self.last_model_path}
-        while candidate.exists() and str(candidate) not in owned:
+        while candidate.exists() and str(candidate) not in owned and not interrupted_save(candidate):
             candidate = path.with_name(f"{path.stem}-v{version}{path.suffix}")
             version += 1
         return candidate

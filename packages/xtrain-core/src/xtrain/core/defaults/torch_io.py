@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import errno
 import itertools
+import math
 import os
 import re
 import shutil
@@ -88,6 +89,9 @@ def _interrupt_behind(err: BaseException) -> BaseException | None:
     while isinstance(seen, Exception):
         seen = seen.__context__
     return seen
+
+
+_SWEEP_EVERY_S = 120.0  # a folder's temporaries are looked at again after this (one scandir: free beside a save)
 
 
 def remove_stale_temporaries(folder: Path, *, older_than: float = 60.0) -> list[str]:
@@ -275,15 +279,15 @@ class TorchCheckpointIO(CheckpointIO):
     def __init__(self, *, checksums: bool = True) -> None:
         self.checksums = checksums
         self._finisher = BackgroundWriter("xtrain-checkpoint-sync")
-        self._swept: set[Path] = set()
+        self._swept: dict[Path, float] = {}  # folder -> when its killed saves' temporaries were last removed
         _UNFINISHED.add(self)
 
     @override
     def save_checkpoint(self, checkpoint: dict[str, Any], path: PathLike) -> None:
         self.wait()  # one save in flight at most; a failure of the previous one is raised here
-        folder = Path(path).parent
-        if folder not in self._swept:
-            self._swept.add(folder)
+        folder, now = Path(path).parent, time.monotonic()
+        if now - self._swept.get(folder, -math.inf) > _SWEEP_EVERY_S:  # a kill just before a resume leaves young ones
+            self._swept[folder] = now
             remove_stale_temporaries(folder)
         save_file(checkpoint, path, checksums=self.checksums, finish=self._finisher)
 
