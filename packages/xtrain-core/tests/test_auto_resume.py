@@ -5,9 +5,11 @@ The restarts themselves (real processes, the xtrain launcher and torchrun) are i
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import pytest
@@ -192,6 +194,7 @@ def test_the_position_follows_data_parallel_ranks_not_processes(capsys: pytest.C
 
     class FourRanks:
         accumulate_grad_batches = 1
+        num_training_batches = math.inf
 
         class strategy:
             distributed_sampler_kwargs: ClassVar[dict[str, int]] = {"num_replicas": 4, "rank": 0}
@@ -204,11 +207,49 @@ def test_the_position_follows_data_parallel_ranks_not_processes(capsys: pytest.C
     assert FourRanks._progress.batches_in_epoch == 1
 
 
+class _Resumed:
+    """A stand-in for a Trainer resuming with ``ranks`` data-parallel ranks and loader batches of ``batch``
+    samples (what the policy reads); the 4-process runs it stands for are in the model-parallel grid."""
+
+    def __init__(self, ranks: int, batch: int, batches: int, at: int) -> None:
+        self.accumulate_grad_batches = 1
+        self.num_training_batches = batches
+        self.strategy = SimpleNamespace(distributed_sampler_kwargs={"num_replicas": ranks, "rank": 0})
+        self._progress = SimpleNamespace(batches_in_epoch=at)
+        self._train_loader = SimpleNamespace(batch_sampler=SimpleNamespace(batch_size=batch))
+
+
+@pytest.mark.parametrize(("at", "expected", "told"), [
+    (8, 8, "the epoch it was saved in had ended (128 samples): the next one starts"),
+    (4, 4, "the interrupted epoch continues exactly at batch 4"),
+    (3, 3, "the interrupted epoch continues exactly at batch 3"),
+])
+def test_the_position_counts_samples_when_the_per_rank_batch_changed(at: int, expected: int, told: str,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """2 data-parallel ranks x 8 samples resumed as 4 x 4 (the global batch kept, as the strategies README asks):
+    the position was rescaled by the ranks alone, so a checkpoint at the end of epoch 0 retrained half of it (found
+    by an outside trial resuming a 2x2 model-parallel checkpoint as 1x4)."""
+    trainer = _Resumed(ranks=4, batch=4, batches=8, at=at)
+    adapt_to_world_size(trainer, "keep_per_rank_batch",  # type: ignore[arg-type]
+                        {"xtrain": {"world_size": 4, "data_parallel_size": 2}, "per_rank_batch_size": 8})
+    out = capsys.readouterr().out
+    assert trainer._progress.batches_in_epoch == expected, out
+    assert told in out and "the per-rank batch is 4 samples (was 8), so the global batch is unchanged" in out, out
+
+
+def test_a_checkpoint_without_the_batch_size_keeps_the_old_reading(capsys: pytest.CaptureFixture[str]) -> None:
+    trainer = _Resumed(ranks=4, batch=4, batches=8, at=4)
+    adapt_to_world_size(trainer, "keep_per_rank_batch",  # type: ignore[arg-type]
+                        {"xtrain": {"world_size": 2, "data_parallel_size": 2}})
+    assert trainer._progress.batches_in_epoch == 2 and "keeping the per-rank batch" in capsys.readouterr().out
+
+
 def test_a_checkpoint_records_its_data_parallel_size(tmp_path: Path) -> None:
     trainer = fit(tmp_path, max_steps=1, run_name="dp")
     trainer.save_checkpoint(tmp_path / "one.ckpt")
     saved = torch.load(tmp_path / "one.ckpt", weights_only=True)
     assert saved["xtrain"]["data_parallel_size"] == 1 and saved["global_batches"] == 1
+    assert saved["per_rank_batch_size"] == trainer.train_dataloader.batch_size  # type: ignore[union-attr]
 
 
 def test_a_global_batch_that_cannot_split_over_the_new_ranks_is_refused() -> None:

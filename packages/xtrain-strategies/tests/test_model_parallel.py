@@ -206,6 +206,21 @@ def test_tensor_parallel_without_configure_model_is_a_config_error(tmp_path: Pat
 
 
 @grid
+def test_tensor_parallel_with_only_fully_shard_is_a_config_error(tmp_path: Path) -> None:
+    """fully_shard on the data-parallel mesh makes DTensors too: the check asked for any DTensor, so a
+    configure_model that forgot parallelize_module trained the whole model on every tensor-parallel rank (found by
+    an outside trial of the model-parallel guide)."""
+    out = tmp_path / "forgot"
+    out.mkdir()
+    result = run_script(RUN, json.dumps({"out": str(out), "devices": 2, "strategy": "model_parallel",
+                                         "mesh": {"tensor_parallel": 2}, "forget_plan": True}), cwd=out, check=False)
+    assert result.returncodes != [0] and not result.timed_out
+    assert "tensor_parallel=2" in result.output and "distributed over the tensor-parallel mesh dimension" in \
+        result.output, result.output
+    assert not list(out.glob("rank*.json")), "it trained"
+
+
+@grid
 def test_blocks_compiled_with_inductor_train_like_eager_without_recompiling(tmp_path: Path) -> None:
     # Two processes (tensor parallel 2): inductor compiling in four at once is too slow for 2 cores. The generous
     # heartbeat: compiling can starve the fail-fast heartbeat's 6 s default on a loaded machine.

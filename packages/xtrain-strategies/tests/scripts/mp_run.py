@@ -5,7 +5,8 @@
 Settings: ``out``, ``devices``, ``strategy`` (a name or ``"model_parallel"`` with ``mesh`` = ModelParallelStrategy
 keyword arguments), ``steps``, ``batch_size`` (per data-parallel rank), ``meta`` (build the blocks in
 configure_model), ``ckpt_path``, ``save`` (a path for ``trainer.save_checkpoint``), ``validate`` (run validation
-every epoch), ``precision``.
+every epoch), ``precision``, ``forget_plan`` (configure_model applies no tensor-parallel plan, only fully_shard: a
+user's mistake the strategy must refuse).
 
 Each rank writes ``rank<N>.json``: losses, full weights, the local shapes of its parameters, peak memory of its
 parameters (bytes it holds locally) and the global step.
@@ -108,6 +109,10 @@ def main(settings: dict[str, Any]) -> None:
                       enable_checkpointing=False, default_root_dir=str(out), num_sanity_val_steps=0,
                       limit_val_batches=2 if settings.get("validate") else 0,
                       val_check_interval=settings.get("val_every", 1.0), callbacks=[Record(out)])
+    if settings.get("forget_plan"):
+        import torch.distributed.tensor.parallel as tensor_parallel
+
+        tensor_parallel.parallelize_module = lambda module, *args, **kwargs: module  # type: ignore[assignment]
     model = Model(build_in_configure_model=bool(settings.get("meta")))
     trainer.fit(model, loader, loader if settings.get("validate") else None, ckpt_path=settings.get("ckpt_path"))
     if settings.get("save"):

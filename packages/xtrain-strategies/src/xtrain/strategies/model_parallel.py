@@ -140,10 +140,15 @@ class ModelParallelStrategy(FSDPStrategy):
         sizes, mesh = self.mesh_sizes, self._mesh
         if self.parallelize is not None:
             module = self.parallelize(module, mesh) or module
-        if sizes.tensor_parallel > 1 and not any(isinstance(p, DTensor) for p in module.parameters()):
+        # A parameter on the tensor-parallel dimension: fully_shard on the data-parallel mesh alone makes DTensors
+        # too, and the ranks of a tensor-parallel group would then each compute the whole model.
+        if sizes.tensor_parallel > 1 and not any(
+                isinstance(p, DTensor) and DIM_NAMES[2] in (p.device_mesh.mesh_dim_names or ())
+                for p in module.parameters()):
             raise ConfigError("tensor_parallel", sizes.tensor_parallel, f"needs a module that "
                               f"{type(module).__name__}.configure_model() parallelizes, but no parameter was "
-                              "distributed.", fix="in configure_model, call parallelize_module(block, "
+                              "distributed over the tensor-parallel mesh dimension.", fix="in configure_model, "
+                              "call parallelize_module(block, "
                               "self.device_mesh['tensor_parallel'], plan) for each block (see the model-parallel "
                               "guide), or use tensor_parallel=1.")
         module = self.precision.convert_module(module)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xtrain.core._internal.hparams import checkpoint_hparams
-from xtrain.core._internal.manifest import FORMAT_VERSION, data_parallel_size, write_manifest
+from xtrain.core._internal.manifest import FORMAT_VERSION, data_parallel_size, per_rank_batch_size, write_manifest
 from xtrain.core._internal.rng import collect_rng_states
 from xtrain.core.errors import ConfigError
 
@@ -50,6 +50,8 @@ def build_checkpoint(trainer: Trainer, *, weights_only: bool = False) -> dict[st
         "global_step": trainer.global_step,
         # for on_world_size_change: the per-rank batches one optimizer step sees (data-parallel ranks x accumulation)
         "global_batches": data_parallel_size(strategy) * trainer.accumulate_grad_batches,
+        # and the samples in each of them, to find the same place in the epoch with batches of another size
+        "per_rank_batch_size": per_rank_batch_size(getattr(trainer, "_train_loader", None)),
         **checkpoint_hparams(module),
     }
     if trainer.datamodule is not None:

@@ -19,7 +19,7 @@ from xtrain.core.errors import CheckpointError
 if TYPE_CHECKING:
     from xtrain.core.strategy import Strategy
 
-__all__ = ["FORMAT_VERSION", "LAYOUTS", "check_manifest", "data_parallel_size", "distribution_of",
+__all__ = ["FORMAT_VERSION", "LAYOUTS", "check_manifest", "data_parallel_size", "distribution_of", "per_rank_batch_size",
            "plugin_distributions", "write_manifest"]
 
 FORMAT_VERSION = 1
@@ -85,6 +85,13 @@ def data_parallel_size(strategy: Strategy) -> int:
     share theirs), or 1 when every process sees all the data."""
     kwargs = strategy.distributed_sampler_kwargs
     return int(kwargs["num_replicas"]) if kwargs else 1
+
+
+def per_rank_batch_size(loader: Any) -> int | None:
+    """The samples in each of ``loader``'s batches on one rank (its batch sampler's ``batch_size``), or ``None``
+    where it has none (an iterable dataset, several loaders combined, a custom batch sampler)."""
+    size = getattr(getattr(loader, "batch_sampler", None), "batch_size", None)
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
 
 
 def write_manifest(strategy: Strategy, **extra: Any) -> dict[str, Any]:

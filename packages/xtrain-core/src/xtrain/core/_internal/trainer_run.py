@@ -125,11 +125,11 @@ class RunLifecycle(StageLoaders, LoopServices):
             restore_checkpoint(trainer, loaded, str(ckpt_path), fitting=fitting,
                                configure_optimizers=self._configure_optimizers if fitting and not configure_first
                                else None)
-        if stage == "fit":
-            start_attempt(trainer, self._healing, loaded)
         # After the restore, as Lightning: a DataModule whose loaders depend on its state (a curriculum) builds
         # them from the restored state.
         self._setup_dataloaders(stage)
+        if stage == "fit":  # with the loaders: a position saved at another world size is counted in their batches
+            start_attempt(trainer, self._healing, loaded)
         self._setup_loggers()
         profiler = active_profiler(self.profiler)
         if profiler is None:
