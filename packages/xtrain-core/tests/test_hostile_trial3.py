@@ -46,6 +46,9 @@ OPTIMIZER_CASES = {
     "amsgrad without its buffer": (
         lambda c: c["optimizer_states"][0]["param_groups"][0].update(amsgrad=True),
         r"group 0: amsgrad=True, but the state of .* has no 'max_exp_avg_sq'"),
+    "parameters neither names nor indices": (
+        lambda c: c["optimizer_states"][0]["param_groups"][0].update(params=[[0]] * 4),
+        r"group\(s\) \[0\] list parameters that are neither names nor indices"),
     "capturable on the CPU": (
         lambda c: c["optimizer_states"][0]["param_groups"][0].update(capturable=True),
         r"group 0: capturable=True, which torch's optimizers refuse for parameters on cpu"),

@@ -35,6 +35,11 @@ def optimizer_problems(where: str, state: Any, optimizer: torch.optim.Optimizer,
             not all(isinstance(g, dict) and isinstance(g.get("params"), list) for g in groups):
         problems.append(f"{where}: not an optimizer state (it needs 'state' and 'param_groups')")
         return problems
+    odd = [j for j, g in enumerate(groups)
+           if not all(isinstance(i, (str, int)) and not isinstance(i, bool) for i in g["params"])]
+    if odd:  # torch saves indices, xtrain names: anything else cannot key the state (a list is not even hashable)
+        problems.append(f"{where}: group(s) {odd} list parameters that are neither names nor indices")
+        return problems
     if len(groups) != len(optimizer.param_groups):
         problems.append(f"{where}: checkpoint {len(groups)} parameter group(s) vs optimizer "
                         f"{len(optimizer.param_groups)}")
