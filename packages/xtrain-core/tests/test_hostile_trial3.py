@@ -5,6 +5,8 @@ Each is now a CheckpointError naming the file, and nothing is loaded."""
 from __future__ import annotations
 
 import copy
+import math
+import random
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import torch
 
 from checkpoint_helpers import quiet_trainer
 from xtrain.core import CheckpointError, Engine, ModelCheckpoint, seed_everything
+from xtrain.core._internal.optimizer_plan import optimizer_problems
 from xtrain.core.testing import TinyClassifier, tiny_loaders
 
 
@@ -151,3 +154,55 @@ def test_lightning_tensor_scores_are_read_as_numbers(ranked: Path, tmp_path: Pat
     assert callback.best_k_models == saved["best_k_models"]
     assert all(type(v) is float for v in callback.best_k_models.values())
     assert callback.best_model_score is not None and callback.best_model_score.item() == saved["best_model_score"]
+
+
+def _random_value(rng: random.Random, depth: int = 0) -> Any:
+    choice = rng.randrange(11)
+    if choice == 0:
+        return rng.choice([None, True, False, -3, 0, 7, 0.1, -1.0, math.nan, math.inf, "x", b"bytes", (0.9, 0.999)])
+    if choice in (1, 2):
+        return torch.randn(rng.choice([(), (3,), (4, 3), (2, 2, 2)]))
+    if choice == 3 and depth < 2:
+        return [_random_value(rng, depth + 1) for _ in range(rng.randrange(3))]
+    if choice == 4 and depth < 2:
+        return {_random_key(rng): _random_value(rng, depth + 1) for _ in range(rng.randrange(3))}
+    return rng.choice([0, 1.5, "lr", torch.tensor(3.0)])
+
+
+def _random_key(rng: random.Random) -> Any:
+    return rng.choice(["lr", "betas", "step", "exp_avg", "momentum_buffer", "params", "amsgrad", "capturable", 0, 1,
+                       "0.weight", 2.5, None, True])
+
+
+def test_random_optimizer_states_are_problems_never_raw_errors() -> None:
+    """2,000 seeded mutations of real Adam/SGD/AdamW states (hyperparameters, per-parameter fields, state keys,
+    parameter ids): the plan lists problems and never raises (a raw TypeError escaped Engine.load for unhashable
+    parameter ids, and for non-string keys in a message or a sort)."""
+    rng = random.Random(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+    named = {id(p): n for n, p in model.named_parameters()}
+    optimizers = [torch.optim.Adam(model.parameters()), torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+                  torch.optim.AdamW(model.parameters(), amsgrad=True)]
+    for optimizer in optimizers:
+        for p in model.parameters():
+            p.grad = torch.ones_like(p)
+        optimizer.step()
+    flagged = 0
+    for _ in range(2000):
+        optimizer = rng.choice(optimizers)
+        saved = optimizer.state_dict()
+        state = {"state": {k: dict(v) for k, v in saved["state"].items()},
+                 "param_groups": [dict(g, params=list(g["params"])) for g in saved["param_groups"]]}
+        for _ in range(rng.randrange(1, 4)):
+            where, group = rng.randrange(4), rng.choice(state["param_groups"])
+            entries = [v for v in state["state"].values() if isinstance(v, dict)]
+            if where == 0:
+                group[_random_key(rng)] = _random_value(rng)
+            elif where == 1 and entries:
+                rng.choice(entries)[_random_key(rng)] = _random_value(rng)
+            elif where == 2:
+                state["state"][_random_key(rng)] = _random_value(rng)
+            elif isinstance(group.get("params"), list) and group["params"]:
+                group["params"][rng.randrange(len(group["params"]))] = _random_key(rng)
+        flagged += bool(optimizer_problems("optimizer_states[0]", state, optimizer, named))
+    assert flagged > 1000, "the mutations were mostly harmless: the test no longer exercises the checks"

@@ -88,7 +88,7 @@ def optimizer_problems(where: str, state: Any, optimizer: torch.optim.Optimizer,
     by_rank: dict[int, set[frozenset[str]]] = {}
     for name, entry in held.items():
         by_rank.setdefault(params[name].dim(), set()).add(frozenset(entry))
-    fields = sorted(sorted(f) for found in by_rank.values() if len(found) > 1 for f in found)
+    fields = sorted(sorted(map(str, f)) for found in by_rank.values() if len(found) > 1 for f in found)
     if fields:
         problems.append(f"{where}: the parameters' states hold different fields ({fields})")
     kinds: dict[str, set[str]] = {}

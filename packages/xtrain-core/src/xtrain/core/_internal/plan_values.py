@@ -36,7 +36,8 @@ def same_kind(saved: Any, live: Any) -> bool:
     return True
 
 
-def listed(keys: Sequence[str]) -> str:
-    """Keys for an error message: the first :data:`SHOWN` of them, then how many there are in all."""
-    shown = ", ".join(keys[:SHOWN])
+def listed(keys: Sequence[object]) -> str:
+    """Keys for an error message: the first :data:`SHOWN` of them, then how many there are in all (a file's keys
+    need not be strings)."""
+    shown = ", ".join(map(str, keys[:SHOWN]))
     return f"{shown}, ... ({len(keys)} in all)" if len(keys) > SHOWN else shown or "(none)"
