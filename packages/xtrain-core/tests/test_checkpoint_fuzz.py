@@ -96,7 +96,7 @@ def _optional(path: tuple[Any, ...]) -> bool:
             or (path[0] == "rng" and path[-1] in ("numpy", "cuda"))  # numpy never imported, no GPU
             or path[-2:-1] == ("state",)  # a parameter without optimizer state (an unused one)
             # a callback added later; a ModelCheckpoint tracking fewer files
-            or (path[0] == "callbacks" and (len(path) == 2 or "best_k_models" in path)))
+            or (path[0] == "callbacks" and (len(path) == 2 or "best_k_models" in path or "recent" in path)))
 
 
 def _also_valid(path: tuple[Any, ...], value: Any, replacement: Any) -> bool:
