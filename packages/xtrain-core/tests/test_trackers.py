@@ -67,7 +67,8 @@ def wandb_records(run_file: Path) -> list[Any]:
 
 
 def wandb_run(save_dir: Path, run_id: str) -> dict[str, Any]:
-    """Run id, config, history rows (by step) and artifacts of every offline attempt of run ``run_id``."""
+    """Run id, config, history (rows merged by trainer/global_step; ``rows``: each row as logged, in order) and
+    artifacts of every offline attempt of run ``run_id``."""
     files = sorted((save_dir / "wandb").glob(f"offline-run-*-{run_id}*/run-{run_id}.wandb"))
     assert files, list((save_dir / "wandb").glob("*"))
     deadline = time.monotonic() + 60
@@ -75,7 +76,8 @@ def wandb_run(save_dir: Path, run_id: str) -> dict[str, Any]:
     while not all(any(r.WhichOneof("record_type") == "exit" for r in wandb_records(f)) for f in files):
         assert time.monotonic() < deadline, "the W&B run file never got its exit record"
         time.sleep(0.2)
-    found: dict[str, Any] = {"attempts": len(files), "history": {}, "config": {}, "artifacts": [], "ids": set()}
+    found: dict[str, Any] = {"attempts": len(files), "history": {}, "rows": [], "config": {}, "artifacts": [],
+                             "ids": set()}
     for file in files:
         for record in wandb_records(file):
             kind = record.WhichOneof("record_type")
@@ -88,7 +90,8 @@ def wandb_run(save_dir: Path, run_id: str) -> dict[str, Any]:
                     found["config"][item.key] = json.loads(item.value_json)
             elif kind == "history":
                 row = {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in record.history.item}
-                found["history"].setdefault(row["_step"], {}).update(row)
+                found["rows"].append(row)
+                found["history"].setdefault(row.get("trainer/global_step", row["_step"]), {}).update(row)
             elif kind == "artifact":
                 found["artifacts"].append((record.artifact.name, record.artifact.type,
                                            [c.path for c in record.artifact.manifest.contents]))
@@ -138,24 +141,36 @@ def test_wandb_offline_run_holds_params_metrics_by_step_and_checkpoints(tmp_path
         "checkpoints"  # type: ignore[union-attr]
 
 
-def test_wandb_keeps_validation_step_values(tmp_path: Path) -> None:
+def test_wandb_keeps_every_validation_step_value_and_fits_values_after_validate(tmp_path: Path) -> None:
     """Values logged on_step in validation_step come on a count of validation batches (behind the global step, as in
-    Lightning); W&B drops a row whose step goes back, so they go to the run's current step and are kept."""
+    Lightning). Each logging call is a W&B row of its own: passing the trainer's step to W&B merged rows that share
+    one, so only each validation's last batch survived, and a validate() after fit replaced fit's last values (found
+    by an outside trial of a Lightning project with W&B)."""
+    from torch.utils.data import DataLoader
+
     from xtrain.core.loggers import WandbLogger
+    from xtrain.core.testing import tiny_dataset
 
     class StepLogged(TinyClassifier):
         def validation_step(self, batch: Any, batch_idx: int) -> None:
+            super().validation_step(batch, batch_idx)
             self.log("val_batch", float(10 * self.current_epoch + batch_idx), on_step=True, on_epoch=False)
 
     logger = WandbLogger(save_dir=tmp_path, project="proj", offline=True)
-    train, val = tiny_loaders(n=64)
-    Trainer(max_epochs=2, logger=logger, log_every_n_steps=1, default_root_dir=tmp_path, enable_progress_bar=False,
-            enable_model_summary=False, num_sanity_val_steps=0).fit(StepLogged(), train, val)
+    train, val = tiny_loaders(n=64)[0], DataLoader(tiny_dataset(32, seed=1), batch_size=8)  # 4 batches
+    trainer = Trainer(max_epochs=2, logger=logger, log_every_n_steps=1, default_root_dir=tmp_path,
+                      enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0)
+    model = StepLogged()
+    trainer.fit(model, train, val)
+    fit_val_loss = trainer.logged_metrics["val_loss"]
+    trainer.validate(model, val)
     logger.finish()
     run = wandb_run(tmp_path, logger.version)
-    assert run["history"][4]["val_batch"] == 0.0  # the first validation's last batch (its 1 batch of 16), at step 4
-    assert run["history"][8]["val_batch"] == 10.0
-    assert all("train_loss" in row for row in run["history"].values())
+    logged = [row["val_batch"] for row in run["rows"] if "val_batch" in row]
+    assert logged == [0.0, 1.0, 2.0, 3.0, 10.0, 11.0, 12.0, 13.0, 20.0, 21.0, 22.0, 23.0], logged
+    val_losses = [row["val_loss"] for row in run["rows"] if "val_loss" in row]
+    assert len(val_losses) == 3 and val_losses[1] == pytest.approx(fit_val_loss), val_losses
+    assert [row["trainer/global_step"] for row in run["rows"] if "train_loss" in row] == list(range(1, 9))
 
 
 def test_wandb_resume_continues_the_same_run(tmp_path: Path) -> None:

@@ -39,9 +39,9 @@ class WandbLogger(TrackerLogger):
 
     The run id is chosen when the logger is created (or given as ``version``) and stored in checkpoints, so a run
     resumed with ``ckpt_path`` continues the same W&B run. Every row also holds ``trainer/global_step``, the
-    x-axis of every metric, as Lightning's ``WandbLogger`` logs it (not with ``sync_tensorboard``). W&B keeps a run's steps increasing: values a crashed
-    attempt logged after its last checkpoint stay, and the resumed attempt's repeats of those steps are dropped by
-    W&B.
+    x-axis of every metric, as Lightning's ``WandbLogger`` logs it (not with ``sync_tensorboard``); each call is one
+    row (W&B's own ``_step`` counts rows). A resumed run logs the steps after its checkpoint again: rows with those
+    ``trainer/global_step`` values appear twice, the crashed attempt's and the resumed one's, as in Lightning.
 
     As in Lightning, one logger is one W&B run for all the stages it logs (``fit`` then ``test`` is one run, its
     config, history and summary together): a stage that ends successfully sends everything and leaves the run
@@ -85,7 +85,6 @@ class WandbLogger(TrackerLogger):
         self._checkpoint_name = checkpoint_name
         self._init_kwargs = {"entity": entity, "group": group, "tags": tags, **(init_kwargs or {}), **kwargs}
         self._run: Run | None = None
-        self._top_step = -1  # the highest step this process logged
         self._end_status = "success"  # how the open run ends at exit: the last stage's status
         self._exit_hook: Any = None
 
@@ -155,19 +154,14 @@ class WandbLogger(TrackerLogger):
 
     @override
     def _write_metrics(self, rows: list[tuple[dict[str, float], int]]) -> None:
+        # One W&B row per call, its step in trainer/global_step, as Lightning's WandbLogger: W&B's own step only
+        # goes forward and merges rows given the same one, so passing the trainer's step lost values (every
+        # validation batch's on_step values, on their own count behind the global step, landed on one row; a
+        # validate() after fit replaced fit's last values).
         assert self._run is not None
         with_step = not self._init_kwargs.get("sync_tensorboard")
         for metrics, step in rows:
-            if with_step:
-                metrics = {**metrics, _STEP_KEY: step}
-            if step < self._top_step:
-                # A validation/test batch's on_step values come on their own count of evaluation batches (as in
-                # Lightning), which runs behind the global step; W&B drops a row that goes back, so they go to
-                # the run's current step.
-                self._run.log(metrics, step=self._run.step)
-                continue
-            self._top_step = step
-            self._run.log(metrics, step=step)
+            self._run.log({**metrics, _STEP_KEY: step} if with_step else metrics)
 
     @override
     def _write_params(self, params: dict[str, Any]) -> None:
