@@ -297,3 +297,61 @@ def test_a_slow_tracker_never_blocks_the_caller_and_gets_batches(tmp_path: Path)
     logger.finalize("success")
     assert [step for _, step in client.rows] == list(range(200))
     assert client.calls < 20
+
+
+def test_experiment_on_other_ranks_does_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``self.logger.experiment.log(...)`` in training_step runs on every rank: on rank 1 it started a second W&B run
+    with the same id and wrote a second TensorBoard event file (found by an outside trial under ddp). Other ranks
+    get an object on which everything does nothing, as Lightning's ``rank_zero_experiment``."""
+    from xtrain.core.loggers import MLFlowLogger, TensorBoardLogger, WandbLogger
+    from xtrain.core.rank_zero import rank_zero_only
+
+    monkeypatch.setattr(rank_zero_only, "rank", 1)
+    loggers = [WandbLogger(save_dir=tmp_path / "wandb", offline=True),
+               TensorBoardLogger(save_dir=tmp_path / "tb"),
+               MLFlowLogger(save_dir=tmp_path / "mlflow", tracking_uri=f"sqlite:///{tmp_path / 'ml.db'}")]
+    for logger in loggers:
+        experiment = logger.experiment
+        experiment.log({"custom": 1.0})
+        experiment.add_scalar("custom", 1.0, 0)
+        experiment.log_metric(experiment.run_id, "custom", 1.0)
+        assert not experiment and repr(experiment).startswith("NoExperiment")
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()], "a rank other than 0 wrote"
+
+
+def test_wandb_takes_lightnings_dir_and_resume_arguments(tmp_path: Path) -> None:
+    """``WandbLogger(dir=...)`` and ``WandbLogger(id=..., resume="allow")`` (Lightning's resume recipe) failed with
+    "got multiple values for keyword argument" when the run started, after training (found by an outside trial)."""
+    from xtrain.core.loggers import WandbLogger
+
+    logger = WandbLogger(dir=str(tmp_path / "runs"), id="myrun123", resume="allow", offline=True, project="proj")
+    assert logger.save_dir == tmp_path / "runs" and logger.version == "myrun123"
+    _fit(tmp_path, logger, max_epochs=1)
+    logger.finish()
+    run = wandb_run(tmp_path / "runs", "myrun123")
+    assert run["ids"] == {"myrun123"} and max(run["history"]) == 4
+
+
+def test_mlflow_metric_names_lose_the_characters_mlflow_refuses(tmp_path: Path, mlflow_uri: str) -> None:
+    """``self.log("acc@1", ...)``: MLflow refused the name, and with it every value of that batch and the run (found
+    by an outside trial). As Lightning's MLFlowLogger, the characters are removed and a warning says so."""
+    from mlflow.tracking import MlflowClient
+
+    from xtrain.core.loggers import MLFlowLogger
+
+    class TopOne(TinyClassifier):
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            loss = super().training_step(batch, batch_idx)
+            self.log("acc@1", 0.5)
+            return loss
+
+    logger = MLFlowLogger(save_dir=tmp_path, experiment_name="names", tracking_uri=mlflow_uri)
+    train, _ = tiny_loaders(n=64)
+    with pytest.warns(RuntimeWarning, match="'acc@1' is logged as 'acc1'"):
+        Trainer(max_epochs=1, logger=logger, log_every_n_steps=1, default_root_dir=tmp_path,
+                enable_progress_bar=False, enable_model_summary=False).fit(TopOne(), train)
+    client = MlflowClient(tracking_uri=mlflow_uri)
+    run = client.get_run(logger.run_id)  # type: ignore[arg-type]
+    assert run.info.status == "FINISHED"
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "acc1")] == [1, 2, 3, 4]
+    assert len(client.get_metric_history(run.info.run_id, "train_loss")) == 4

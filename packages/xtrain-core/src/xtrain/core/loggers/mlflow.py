@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import time
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from typing_extensions import override
 
+from xtrain.core._internal.no_experiment import NO_EXPERIMENT
 from xtrain.core.errors import ConfigError
 from xtrain.core.loggers.logger import PathStr
 from xtrain.core.loggers.tracker import LogModel, TrackerLogger
@@ -23,6 +25,7 @@ __all__ = ["MLFlowLogger"]
 
 _END = {"success": "FINISHED", "failed": "FAILED", "interrupted": "KILLED"}
 _PARAM_LIMIT = 6000  # characters MLflow stores per parameter value
+_NOT_IN_METRIC_NAMES = re.compile(r"[^a-zA-Z0-9_/. -]+")
 _IDENTITY_TAG = "xtrain.run_name"  # the run identity (ckpt_path="auto") a run was created for
 
 
@@ -114,6 +117,7 @@ class MLFlowLogger(TrackerLogger):
         self.tracking_uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{root / 'mlflow.db'}"
         self._artifact_location = artifact_location or ((root / "mlartifacts").as_uri() if local else None)
         self._tags = dict(tags or {})
+        self._renamed: set[str] = set()  # metric names logged without characters MLflow refuses (warned once)
         self._prefix = prefix
         self._log_kwargs: dict[str, Any] = {} if synchronous is None else {"synchronous": synchronous}
         self._resumed = run_id is not None
@@ -185,7 +189,10 @@ class MLFlowLogger(TrackerLogger):
 
     @property
     def experiment(self) -> MlflowClient:
-        """The ``MlflowClient`` of the tracking store (waits for the queued writes; starts the run if needed)."""
+        """The ``MlflowClient`` of the tracking store (waits for the queued writes; starts the run if needed); on
+        other ranks than global rank 0 an object on which every call does nothing (only rank 0 writes)."""
+        if rank_zero_only.rank != 0:
+            return cast("MlflowClient", NO_EXPERIMENT)
         if not self._opened:
             self._submit(lambda: None)
         self.save()
@@ -224,9 +231,19 @@ class MLFlowLogger(TrackerLogger):
 
         assert self._client is not None and self._version is not None
         now = int(time.time() * 1000)
-        items = [Metric(k, float(v), now, step) for metrics, step in rows for k, v in metrics.items()]
+        items = [Metric(self._metric_name(k), float(v), now, step) for metrics, step in rows for k, v in metrics.items()]
         for start in range(0, len(items), 1000):  # MLflow's limit per log_batch
             self._client.log_batch(str(self._version), metrics=items[start:start + 1000], **self._log_kwargs)
+
+    def _metric_name(self, key: str) -> str:
+        """``key`` with the characters MLflow refuses in a metric name removed, as Lightning's MLFlowLogger does: one
+        such name (``acc@1``) failed the whole batch of values logged with it, and the run. Warned once per key."""
+        name = _NOT_IN_METRIC_NAMES.sub("", key)
+        if name != key and key not in self._renamed:
+            self._renamed.add(key)
+            warnings.warn(f"MLFlowLogger: MLflow metric names may hold only letters, digits, '_', '-', '.', ' ' and "
+                          f"'/': {key!r} is logged as {name!r}.", RuntimeWarning, stacklevel=2)
+        return name
 
     @override
     def _write_params(self, params: dict[str, Any]) -> None:

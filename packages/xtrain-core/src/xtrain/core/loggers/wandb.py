@@ -8,12 +8,14 @@ import os
 import secrets
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from typing_extensions import override
 
+from xtrain.core._internal.no_experiment import NO_EXPERIMENT
 from xtrain.core.errors import ConfigError
 from xtrain.core.loggers.tracker import LogModel, TrackerLogger
+from xtrain.core.rank_zero import rank_zero_only
 
 if TYPE_CHECKING:
     from wandb.sdk.wandb_run import Run
@@ -66,8 +68,9 @@ class WandbLogger(TrackerLogger):
         group: Group related runs (e.g. the runs of a sweep).
         tags: Tags of the run.
         init_kwargs: Anything else for ``wandb.init``.
-        **kwargs: Passed to ``wandb.init`` too (``job_type``, ``notes``, ``mode``, ``config``, ...), as Lightning's
-            ``WandbLogger`` does; ``id`` is taken as ``version``.
+        **kwargs: Passed to ``wandb.init`` too (``job_type``, ``notes``, ``mode``, ``config``, ``resume``,
+            ``reinit``, ...), as Lightning's ``WandbLogger`` does; ``id`` is taken as ``version`` and ``dir`` as
+            ``save_dir``.
     """
 
     def __init__(self, name: str | None = None, save_dir: str | os.PathLike[str] = ".", version: str | None = None,
@@ -78,6 +81,9 @@ class WandbLogger(TrackerLogger):
             raise ConfigError("logger", "WandbLogger", "needs the wandb package.",
                               fix='pip install "xtrain-core[wandb]"')
         given_id = kwargs.pop("id", None)
+        if "dir" in kwargs:  # Lightning's alias of save_dir
+            given_dir = kwargs.pop("dir")
+            save_dir = given_dir if given_dir is not None and str(save_dir) == "." else save_dir
         super().__init__(save_dir, name=project, version=version or given_id, log_model=log_model)
         self._run_name = name
         self._offline = offline
@@ -97,7 +103,10 @@ class WandbLogger(TrackerLogger):
 
     @property
     def experiment(self) -> Run:
-        """The ``wandb`` run (waits for the queued writes, and starts the run if nothing was logged yet)."""
+        """The ``wandb`` run (waits for the queued writes, and starts the run if nothing was logged yet); on other
+        ranks than global rank 0 an object on which every call does nothing (only rank 0 writes)."""
+        if rank_zero_only.rank != 0:
+            return cast("Run", NO_EXPERIMENT)
         if not self._opened:
             self._submit(lambda: None)
         self.save()
@@ -144,9 +153,11 @@ class WandbLogger(TrackerLogger):
     def _open(self) -> None:
         import wandb
 
-        init = {"mode": "offline" if self._offline else None, **self._init_kwargs}
-        self._run = wandb.init(dir=str(self.save_dir), project=self.name, name=self._run_name, id=self.version,
-                               resume="allow", reinit="create_new", **init)
+        # The user's wandb.init arguments win over these defaults (resume="must", as in Lightning's resume recipe).
+        init = {"dir": str(self.save_dir), "project": self.name, "name": self._run_name, "id": self.version,
+                "resume": "allow", "reinit": "create_new", "mode": "offline" if self._offline else None,
+                **self._init_kwargs}
+        self._run = wandb.init(**init)
         if not self._init_kwargs.get("sync_tensorboard"):
             # Lightning's x-axis: dashboards and reports built on its runs plot against trainer/global_step.
             self._run.define_metric(_STEP_KEY)
