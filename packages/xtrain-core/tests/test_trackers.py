@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from xtrain.core import Trainer
+from xtrain.core import ConfigError, Trainer
 from xtrain.core.callbacks import ModelCheckpoint
 from xtrain.core.testing.models import TinyClassifier, tiny_loaders
 
@@ -233,7 +233,6 @@ def test_mlflow_resume_after_crash_continues_the_same_run(tmp_path: Path, mlflow
 
 
 def test_tracker_options_are_checked_before_anything_runs(tmp_path: Path) -> None:
-    from xtrain.core.errors import ConfigError
     from xtrain.core.loggers import MLFlowLogger, WandbLogger
 
     with pytest.raises(ConfigError, match="log_model"):
@@ -355,3 +354,26 @@ def test_mlflow_metric_names_lose_the_characters_mlflow_refuses(tmp_path: Path, 
     assert run.info.status == "FINISHED"
     assert [m.step for m in client.get_metric_history(run.info.run_id, "acc1")] == [1, 2, 3, 4]
     assert len(client.get_metric_history(run.info.run_id, "train_loss")) == 4
+
+
+def test_wandb_media_methods_of_lightnings_logger(tmp_path: Path) -> None:
+    """log_image, log_table, log_text (and log_audio, log_video) of Lightning's WandbLogger were missing: an
+    AttributeError in a migrated project (found by an outside trial)."""
+    import numpy as np
+
+    from xtrain.core.loggers import WandbLogger
+
+    logger = WandbLogger(save_dir=tmp_path, project="proj", offline=True)
+    logger.log_image("samples", [np.zeros((4, 4, 3), dtype=np.uint8)] * 2, step=3, caption=["a", "b"])
+    logger.log_table("preds", columns=["x", "y"], data=[[1, 2], [3, 4]])
+    logger.log_text("notes", columns=["text"], data=[["hello"]], step=5)
+    with pytest.raises(ConfigError, match="caption"):
+        logger.log_image("bad", [np.zeros((4, 4, 3), dtype=np.uint8)], caption=["a", "b"])
+    logger.finish()
+    run = wandb_run(tmp_path, logger.version)
+    rows = run["rows"]  # W&B stores a medium's fields as nested keys ("samples/_type")
+    assert len(rows) == 3, rows
+    assert rows[0]["samples/_type"] == "images/separated" and rows[0]["samples/captions"] == ["a", "b"]
+    assert rows[0]["trainer/global_step"] == 3  # a row without a step gets the last one (define_metric step_sync)
+    assert rows[1]["preds/_type"] == "table-file" and rows[1]["preds/nrows"] == 2
+    assert rows[2]["notes/_type"] == "table-file" and rows[2]["trainer/global_step"] == 5

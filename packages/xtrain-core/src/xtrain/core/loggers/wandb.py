@@ -123,6 +123,57 @@ class WandbLogger(TrackerLogger):
         """Stop what :meth:`watch` started (for ``model``, or every watched model)."""
         self.experiment.unwatch(model)
 
+    def log_table(self, key: str, columns: list[str | int] | None = None, data: list[list[Any]] | None = None,
+                  dataframe: Any = None, step: int | None = None) -> None:
+        """Log a ``wandb.Table`` (from ``columns`` and ``data``, or a pandas ``dataframe``), as Lightning's."""
+        import wandb
+
+        self._log_media(key, wandb.Table(columns=columns, data=data, dataframe=dataframe), step)
+
+    def log_text(self, key: str, columns: list[str | int] | None = None, data: list[list[Any]] | None = None,
+                 dataframe: Any = None, step: int | None = None) -> None:
+        """Log text as a ``wandb.Table``, as Lightning's ``log_text``."""
+        self.log_table(key, columns, data, dataframe, step)
+
+    def log_image(self, key: str, images: list[Any], step: int | None = None, **kwargs: list[Any]) -> None:
+        """Log ``images`` (arrays, tensors, PIL images or paths) as ``wandb.Image``; each keyword (``caption``,
+        ``masks``, ...) is a list with one value per image, as in Lightning's."""
+        self._log_media_list(key, "Image", images, step, kwargs)
+
+    def log_audio(self, key: str, audios: list[Any], step: int | None = None, **kwargs: list[Any]) -> None:
+        """Log ``audios`` as ``wandb.Audio`` (``sample_rate=[...]``, ``caption=[...]``), as Lightning's."""
+        self._log_media_list(key, "Audio", audios, step, kwargs)
+
+    def log_video(self, key: str, videos: list[Any], step: int | None = None, **kwargs: list[Any]) -> None:
+        """Log ``videos`` as ``wandb.Video`` (``fps=[...]``, ``caption=[...]``), as Lightning's."""
+        self._log_media_list(key, "Video", videos, step, kwargs)
+
+    def _log_media_list(self, key: str, kind: str, items: list[Any], step: int | None,
+                        options: dict[str, list[Any]]) -> None:
+        if not isinstance(items, list):
+            raise ConfigError(key, type(items).__name__, f"log_{kind.lower()} takes a list of items.",
+                              fix=f"pass [{kind.lower()}] for one.")
+        uneven = sorted(name for name, values in options.items() if len(values) != len(items))
+        if uneven:
+            raise ConfigError(", ".join(uneven), [len(options[name]) for name in uneven],
+                              f"must hold one value per item for log_{kind.lower()} ({len(items)} items).",
+                              fix=f"pass lists of length {len(items)}.")
+        if rank_zero_only.rank != 0:
+            return
+        import wandb
+
+        media = getattr(wandb, kind)
+        self._log_media(key, [media(item, **{name: values[i] for name, values in options.items()})
+                              for i, item in enumerate(items)], step)
+
+    def _log_media(self, key: str, value: Any, step: int | None) -> None:
+        """One row with ``value`` under the prefixed ``key`` (and ``trainer/global_step`` when ``step`` is given),
+        after the metrics already queued."""
+        if rank_zero_only.rank != 0:
+            return
+        row = self._add_prefix({key: value})
+        self.experiment.log({**row, _STEP_KEY: step} if step is not None else row)
+
     def finish(self, status: str = "success") -> None:
         """End the W&B run now (stages end with the run left open; see the class). A later call starts a new
         attempt of the same run id."""
