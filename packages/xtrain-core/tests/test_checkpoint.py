@@ -418,3 +418,26 @@ def test_a_logger_version_given_to_the_resumed_run_leaves_the_earlier_run_untouc
     with (tmp_path / "xtrain_logs" / "version_1" / "metrics.csv").open(newline="") as file:
         steps = [int(row["step"]) for row in csv.DictReader(file)]
     assert steps[0] == 5, steps  # continues the step count in its own file
+
+
+def test_checkpoint_name_last_is_lightnings_attribute(tmp_path: Path) -> None:
+    """``ModelCheckpoint.CHECKPOINT_NAME_LAST`` was silently ignored (found by an outside trial of a Lightning
+    project): a plain name is used for the last checkpoint and found by ckpt_path="last"; a template, which
+    Lightning accepts, is refused before training (the last checkpoint is found by its one name)."""
+    callback = ModelCheckpoint(dirpath=tmp_path / "ck", save_last=True)
+    callback.CHECKPOINT_NAME_LAST = "final"  # type: ignore[misc]
+    trainer = Trainer(default_root_dir=tmp_path, max_steps=2, logger=False, enable_progress_bar=False, callbacks=[callback])
+    trainer.fit(TinyClassifier(), tiny_loaders(n=32)[0])
+    assert (tmp_path / "ck" / "final.ckpt").is_file() and not (tmp_path / "ck" / "last.ckpt").exists()
+    again = ModelCheckpoint(dirpath=tmp_path / "ck", save_last=True)
+    again.CHECKPOINT_NAME_LAST = "final"  # type: ignore[misc]
+    resumed = Trainer(default_root_dir=tmp_path, max_steps=4, logger=False, enable_progress_bar=False, callbacks=[again])
+    resumed.fit(TinyClassifier(), tiny_loaders(n=32)[0], ckpt_path="last")
+    assert resumed.global_step == 4
+    templated = ModelCheckpoint(dirpath=tmp_path / "t", save_last=True)
+    templated.CHECKPOINT_NAME_LAST = "{epoch}-last"  # type: ignore[misc]
+    module = TinyClassifier()
+    with pytest.raises(ConfigError, match="CHECKPOINT_NAME_LAST='\\{epoch\\}-last'"):
+        Trainer(default_root_dir=tmp_path, max_steps=2, logger=False, enable_progress_bar=False,
+                callbacks=[templated]).fit(module, tiny_loaders(n=32)[0])
+    assert module.losses == []

@@ -206,3 +206,4 @@ def test_random_optimizer_states_are_problems_never_raw_errors() -> None:
                 group["params"][rng.randrange(len(group["params"]))] = _random_key(rng)
         flagged += bool(optimizer_problems("optimizer_states[0]", state, optimizer, named))
     assert flagged > 1000, "the mutations were mostly harmless: the test no longer exercises the checks"
+

@@ -224,3 +224,23 @@ def test_a_later_non_scalar_value_is_refused_where_it_is_read() -> None:
     trainer = _side_trainer(2)
     with pytest.raises(ConfigError, match=r"self.log\('entropy'"):
         trainer.fit(module, DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=4))
+
+
+def test_an_unsynced_epoch_value_of_a_distributed_run_warns_once(recwarn: pytest.WarningsRecorder) -> None:
+    """As Lightning: an epoch value logged without sync_dist is each rank's own (an outside trial saw ranks monitor
+    different values and no warning). The stand-in strategy has a world size of 2; no collective is needed."""
+    from types import SimpleNamespace
+
+    store = MetricStore()
+    store.strategy = SimpleNamespace(world_size=2)  # type: ignore[assignment]
+    for _ in range(2):
+        store.begin("validate")
+        _log(store, "val_loss", torch.tensor(0.5), batch_size=4)
+        store.end_epoch()
+    told = [w for w in recwarn if "self.log('val_loss', ...) on epoch level in a distributed run" in str(w.message)]
+    assert len(told) == 1 and "sync_dist=True" in str(told[0].message)
+    single = MetricStore()
+    single.begin("validate")
+    _log(single, "val_loss", torch.tensor(0.5), batch_size=4)
+    single.end_epoch()
+    assert len([w for w in recwarn if "distributed run" in str(w.message)]) == 1, "one process: no warning"

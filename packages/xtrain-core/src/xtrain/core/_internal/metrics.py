@@ -102,6 +102,16 @@ def _first_size(batch: Any) -> int | None:
     return None
 
 
+def _warn_unsynced(name: str) -> None:
+    """As Lightning: an epoch value of a distributed run is each rank's own unless logged with ``sync_dist``."""
+    from xtrain.core.rank_zero import rank_zero_warn
+
+    rank_zero_warn(f"self.log({name!r}, ...) on epoch level in a distributed run without sync_dist=True: each rank "
+                   f"keeps the mean of its own batches, so rank 0 logs and monitors its own part of the data. Fix: "
+                   f"self.log({name!r}, ..., sync_dist=True) to reduce it over the ranks (one all-reduce per epoch), "
+                   f"or log a torchmetrics Metric, which syncs itself.", UserWarning)
+
+
 class MetricStore:
     """Holds logged values per stage and hands them to loggers, the progress bar and callbacks."""
 
@@ -132,6 +142,7 @@ class MetricStore:
         # Keys logged with add_dataloader_idx=False from steps of some of several dataloaders: their suffixes, so
         # validate()/test() put each in the dicts of those dataloaders only (as Lightning).
         self.key_dataloaders: dict[str, set[str]] = {}
+        self._unsynced_told: set[str] = set()  # epoch values of a distributed run logged without sync_dist, warned
 
     def new_results(self) -> None:
         """Start a stage's metrics afresh, as Lightning does at each ``fit``/``validate``/``test``/``predict``: new
@@ -348,6 +359,9 @@ class MetricStore:
                                                                op=acc.reduce_fx)  # type: ignore[arg-type]
             else:
                 value = total / acc.weight if acc.reduce_fx == "mean" else total
+                if self.strategy is not None and self.strategy.world_size > 1 and name not in self._unsynced_told:
+                    self._unsynced_told.add(name)
+                    _warn_unsynced(name)
             self._callback_metrics[name] = value
             if acc.key != name:
                 self._callback_metrics[acc.key] = value

@@ -66,7 +66,7 @@ class ModelCheckpoint(Callback):
 
     runs_last: ClassVar[bool] = True
     FILE_EXTENSION: ClassVar[str] = ".ckpt"
-    LAST_NAME: ClassVar[str] = "last"
+    CHECKPOINT_NAME_LAST: ClassVar[str] = "last"  # Lightning's attribute: set it on the class or an instance
     MAX_OVERHEAD_WAIT: ClassVar[float] = 60.0
 
     def __init__(self, dirpath: str | Path | None = None, filename: str | None = None, *, monitor: str | None = None,
@@ -160,8 +160,19 @@ class ModelCheckpoint(Callback):
     def dirpath(self, value: str | Path | None) -> None:
         self._dirpath = _absolute(value)
 
+    @property
+    def LAST_NAME(self) -> str:
+        """The ``last`` checkpoint's name without extension: :attr:`CHECKPOINT_NAME_LAST`."""
+        return self.CHECKPOINT_NAME_LAST
+
     @override
     def on_fit_start(self, trainer: Trainer, module: TrainModule) -> None:
+        if FIELD.search(self.CHECKPOINT_NAME_LAST) or not self.CHECKPOINT_NAME_LAST.strip() or \
+                "/" in self.CHECKPOINT_NAME_LAST:
+            raise ConfigError("ModelCheckpoint.CHECKPOINT_NAME_LAST", self.CHECKPOINT_NAME_LAST,
+                              "must be one plain file name here: ckpt_path='last', resuming and pruning find the last "
+                              "checkpoint by it (Lightning accepts a template such as '{epoch}-last').",
+                              fix="a plain name such as 'last' or 'final'; filename='...' templates the others.")
         self._run_dirpath = self.resolve_dirpath(trainer)
         if self._unchecked:
             self._disown_foreign(self._run_dirpath)
