@@ -8,9 +8,15 @@ this stand-in.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
-__all__ = ["NO_EXPERIMENT", "NoExperiment"]
+from xtrain.core.rank_zero import rank_zero_only
+
+__all__ = ["NO_EXPERIMENT", "NoExperiment", "rank_zero_experiment"]
+
+_T = TypeVar("_T")
 
 
 class NoExperiment:
@@ -41,3 +47,14 @@ class NoExperiment:
 
 
 NO_EXPERIMENT = NoExperiment()
+
+
+def rank_zero_experiment(get: Callable[[Any], _T]) -> Callable[[Any], _T]:
+    """For a logger's ``experiment`` getter: global rank 0 gets what ``get`` returns, the other ranks
+    :data:`NO_EXPERIMENT` (nothing is created or written there)."""
+
+    @functools.wraps(get)
+    def experiment(self: Any) -> _T:
+        return cast("_T", NO_EXPERIMENT) if rank_zero_only.rank != 0 else get(self)
+
+    return experiment

@@ -8,11 +8,11 @@ import re
 import time
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from typing_extensions import override
 
-from xtrain.core._internal.no_experiment import NO_EXPERIMENT
+from xtrain.core._internal.no_experiment import rank_zero_experiment
 from xtrain.core.errors import ConfigError
 from xtrain.core.loggers.logger import PathStr
 from xtrain.core.loggers.tracker import LogModel, TrackerLogger
@@ -188,11 +188,10 @@ class MLFlowLogger(TrackerLogger):
         return PathStr(self._save_dir / self.name)
 
     @property
+    @rank_zero_experiment
     def experiment(self) -> MlflowClient:
         """The ``MlflowClient`` of the tracking store (waits for the queued writes; starts the run if needed); on
         other ranks than global rank 0 an object on which every call does nothing (only rank 0 writes)."""
-        if rank_zero_only.rank != 0:
-            return cast("MlflowClient", NO_EXPERIMENT)
         if not self._opened:
             self._submit(lambda: None)
         self.save()

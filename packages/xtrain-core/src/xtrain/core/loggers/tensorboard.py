@@ -5,14 +5,13 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from typing_extensions import override
 
-from xtrain.core._internal.no_experiment import NO_EXPERIMENT
+from xtrain.core._internal.no_experiment import rank_zero_experiment
 from xtrain.core.errors import ConfigError
 from xtrain.core.loggers.logger import Logger, PathStr
-from xtrain.core.rank_zero import rank_zero_only
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -77,13 +76,12 @@ class TensorBoardLogger(Logger):
         return PathStr(base if self._sub_dir is None else base / self._sub_dir)
 
     @property
+    @rank_zero_experiment
     def experiment(self) -> SummaryWriter:
         """The ``SummaryWriter``, created on first use. It writes in the caller's thread (a writer thread woken
         for every logged step cost the training thread more, in GIL hand-offs, than the write itself); each event
         goes to the operating system as it is logged. On other ranks than global rank 0: an object on which every
         call does nothing (only rank 0 writes)."""
-        if rank_zero_only.rank != 0:
-            return cast("SummaryWriter", NO_EXPERIMENT)
         if self._writer is None:
             try:
                 from xtrain.core._internal.event_file import SyncSummaryWriter

@@ -8,11 +8,11 @@ import os
 import secrets
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 from typing_extensions import override
 
-from xtrain.core._internal.no_experiment import NO_EXPERIMENT
+from xtrain.core._internal.no_experiment import rank_zero_experiment
 from xtrain.core.errors import ConfigError
 from xtrain.core.loggers.tracker import LogModel, TrackerLogger
 from xtrain.core.rank_zero import rank_zero_only
@@ -102,11 +102,10 @@ class WandbLogger(TrackerLogger):
         return str(self._version)
 
     @property
+    @rank_zero_experiment
     def experiment(self) -> Run:
         """The ``wandb`` run (waits for the queued writes, and starts the run if nothing was logged yet); on other
         ranks than global rank 0 an object on which every call does nothing (only rank 0 writes)."""
-        if rank_zero_only.rank != 0:
-            return cast("Run", NO_EXPERIMENT)
         if not self._opened:
             self._submit(lambda: None)
         self.save()
@@ -168,9 +167,7 @@ class WandbLogger(TrackerLogger):
 
     def _log_media(self, key: str, value: Any, step: int | None) -> None:
         """One row with ``value`` under the prefixed ``key`` (and ``trainer/global_step`` when ``step`` is given),
-        after the metrics already queued."""
-        if rank_zero_only.rank != 0:
-            return
+        after the metrics already queued (on other ranks than 0, ``experiment`` does nothing)."""
         row = self._add_prefix({key: value})
         self.experiment.log({**row, _STEP_KEY: step} if step is not None else row)
 
