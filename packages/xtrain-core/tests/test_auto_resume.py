@@ -195,6 +195,7 @@ def test_the_position_follows_data_parallel_ranks_not_processes(capsys: pytest.C
     class FourRanks:
         accumulate_grad_batches = 1
         num_training_batches = math.inf
+        _train_loader = None
 
         class strategy:
             distributed_sampler_kwargs: ClassVar[dict[str, int]] = {"num_replicas": 4, "rank": 0}
@@ -256,6 +257,7 @@ def test_a_global_batch_that_cannot_split_over_the_new_ranks_is_refused() -> Non
     class TwoRanks:  # a stand-in for a 2-rank Trainer: only what the policy reads
         world_size = 2
         accumulate_grad_batches = 1
+        _train_loader = None
 
         class strategy:
             distributed_sampler_kwargs: ClassVar[dict[str, int]] = {"num_replicas": 2, "rank": 0}

@@ -64,7 +64,7 @@ def interrupted_save(path: PathLike) -> bool:
     """Whether ``path`` is what a killed sharded save left: a directory without a manifest that holds only data
     directories and hidden temporary files. Nothing can load it, and the next save to that name replaces it."""
     p = Path(path)
-    if not p.is_dir() or p.is_symlink() or (p / MANIFEST_FILE).exists():
+    if not p.is_dir() or p.is_symlink() or checkpoint_complete(p):
         return False
     try:
         return all(child.name.startswith((_DATA_PREFIX, ".")) for child in p.iterdir())

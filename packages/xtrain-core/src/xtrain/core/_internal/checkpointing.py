@@ -51,7 +51,7 @@ def build_checkpoint(trainer: Trainer, *, weights_only: bool = False) -> dict[st
         # for on_world_size_change: the per-rank batches one optimizer step sees (data-parallel ranks x accumulation)
         "global_batches": data_parallel_size(strategy) * trainer.accumulate_grad_batches,
         # and the samples in each of them, to find the same place in the epoch with batches of another size
-        "per_rank_batch_size": per_rank_batch_size(getattr(trainer, "_train_loader", None)),
+        "per_rank_batch_size": per_rank_batch_size(trainer._train_loader),
         **checkpoint_hparams(module),
     }
     if trainer.datamodule is not None:

@@ -46,7 +46,7 @@ def adapt_to_world_size(trainer: Trainer, policy: str, checkpoint: dict[str, Any
     target = checkpoint.get("global_batches")
     if not isinstance(saved, int) or saved < 1:
         return
-    batch_now = per_rank_batch_size(getattr(trainer, "_train_loader", None))
+    batch_now = per_rank_batch_size(trainer._train_loader)
     batch_then = checkpoint.get("per_rank_batch_size")
     if not isinstance(batch_then, int) or isinstance(batch_then, bool) or batch_then < 1 or batch_now is None:
         batch_then = batch_now = 1  # unknown: the per-rank batch is taken to be the same

@@ -58,7 +58,7 @@ class XtrainCLI:
                  args: list[str] | Mapping[str, Any] | None = None, run: bool = True) -> None:
         from jsonargparse import ArgumentParser
 
-        from xtrain.core._internal.cli.strict_yaml import register
+        from xtrain.core._internal.cli.strict_yaml import PARSER_MODE
 
         options: dict[str, Any] = {"model_class": model_class, "data_class": datamodule_class,
                                    "subclass_mode_model": subclass_mode_model, "subclass_mode_data": subclass_mode_data,
@@ -90,7 +90,7 @@ class XtrainCLI:
         self.subcommand: str | None = None
         if run:
             # As the xtrain command: no abbreviated options, and a refused name gets the closest valid ones.
-            parser = ArgumentParser(prog=sys.argv[0], exit_on_error=False, allow_abbrev=False, parser_mode=register())
+            parser = ArgumentParser(prog=sys.argv[0], exit_on_error=False, allow_abbrev=False, parser_mode=PARSER_MODE)
             commands = parser.add_subcommands(dest="subcommand")
             for stage in _STAGES:
                 commands.add_subcommand(stage, stage_parser(stage), help=f"{stage} the model")

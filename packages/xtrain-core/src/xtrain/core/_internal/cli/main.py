@@ -45,14 +45,14 @@ def _stage_parser(stage: str, *, model_class: type | None = None, data_class: ty
     from jsonargparse import ActionConfigFile, ArgumentParser
 
     from xtrain.core._internal.cli.known_classes import import_public_classes
-    from xtrain.core._internal.cli.strict_yaml import register
+    from xtrain.core._internal.cli.strict_yaml import PARSER_MODE
     from xtrain.core.datamodule import DataModule
     from xtrain.core.module import TrainModule
     from xtrain.core.trainer import Trainer
 
     import_public_classes()
     parser = ArgumentParser(**{"description": f"xtrain {stage}", "exit_on_error": False, "allow_abbrev": False,
-                               "parser_mode": register(), **parser_kwargs})
+                               "parser_mode": PARSER_MODE, **parser_kwargs})
     parser.add_argument("--config", action=ActionConfigFile, help="A YAML config; repeat to merge several in order.")
     parser.add_argument("--seed_everything", type=int | bool, default=seed_default,
                         help="Seed every generator: an int, True for a random seed (recorded), or False.")
@@ -85,11 +85,11 @@ def _root_parser(with_catalogue: bool) -> Any:
         from xtrain.core._internal.cli.catalogue import catalogue
 
         epilog = f"Installed plugins:\n\n{catalogue()}"
-    from xtrain.core._internal.cli.strict_yaml import register
+    from xtrain.core._internal.cli.strict_yaml import PARSER_MODE
 
     parser = ArgumentParser(prog="xtrain", description=_DESCRIPTION, epilog=epilog, env_prefix="XTRAIN",
                             formatter_class=_raw_formatter(), exit_on_error=False, allow_abbrev=False,
-                            parser_mode=register())
+                            parser_mode=PARSER_MODE)
     parser.add_argument("--version", action="version", version=f"xtrain-core {__version__}")
     commands = parser.add_subcommands(dest="subcommand")
     for stage in _STAGES:

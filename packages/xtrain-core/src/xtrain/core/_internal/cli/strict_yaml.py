@@ -14,18 +14,9 @@ from jsonargparse import get_loader, set_loader
 
 from xtrain.core._internal.yaml_keys import repeated_key
 
-__all__ = ["PARSER_MODE", "register"]
+__all__ = ["PARSER_MODE"]
 
-PARSER_MODE = "xtrain_yaml"
-_REGISTERED: list[bool] = []
-
-
-def register() -> str:
-    """Make :data:`PARSER_MODE` known to jsonargparse (once per process); returns it, for ``parser_mode=``."""
-    if not _REGISTERED:
-        set_loader(PARSER_MODE, _load, exceptions=(yaml.YAMLError,))
-        _REGISTERED.append(True)
-    return PARSER_MODE
+PARSER_MODE = "xtrain_yaml"  # for parser_mode=: registered with jsonargparse when this module is imported
 
 
 def _load(stream: str) -> Any:
@@ -33,3 +24,6 @@ def _load(stream: str) -> Any:
     if problem is not None:  # a YAMLError: jsonargparse reports it as a problem in the config
         raise yaml.YAMLError(f"{problem}. Fix: delete the one you do not mean.")
     return get_loader("yaml")(stream)
+
+
+set_loader(PARSER_MODE, _load, exceptions=(yaml.YAMLError,))
