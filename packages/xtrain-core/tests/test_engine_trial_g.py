@@ -78,7 +78,7 @@ def test_a_user_set_epoch_chooses_the_distributed_order() -> None:
         prepared = prepare_dataloader(DataLoader(IDS, batch_size=4, shuffle=True),
                                       distributed={"num_replicas": 2, "rank": 0}, use_distributed_sampler=True,
                                       training=True)
-        return EngineLoader(prepared, strategy, move=False, where=[0, 0], on_pass_end=lambda: None)
+        return EngineLoader(prepared, strategy, move=False, where=[0, 0], on_pass_end=lambda: None, passes=[])
 
     reference = loader()
     epochs = [[i for batch in reference for i in _ids(batch)] for _ in range(3)]

@@ -25,6 +25,7 @@ from xtrain.core._internal.engine_module import EngineModule, unwrap
 from xtrain.core._internal.engine_state import refuse_unloadable
 from xtrain.core._internal.hang import DEFAULT_HANG_TIMEOUT, parse_hang_timeout
 from xtrain.core._internal.manifest import write_manifest
+from xtrain.core._internal.metric_gather import gather_objects, gather_rows, pad_to_largest
 from xtrain.core._internal.nonfinite import (
     ENGINE_HINT,
     NonFiniteCheck,
@@ -85,6 +86,7 @@ class Engine:
         self._strategy.set_hang_timeout(parse_hang_timeout(hang_timeout))
         self._nonfinite = NonFiniteCheck(mode, every=50, hint=ENGINE_HINT)
         self._where = [0, 0]
+        self._passes: list[EngineLoader] = []
         self._backward_calls = 0
         self._launched = False
         self._failed = False
@@ -245,7 +247,8 @@ class Engine:
         move = move_to_device and self.device.type != "cpu"
         out = [EngineLoader(prepare_dataloader(dl, distributed=self._strategy.distributed_sampler_kwargs,
                                                 use_distributed_sampler=use_distributed_sampler, training=True),
-                             self._strategy, move=move, where=self._where, on_pass_end=self._nonfinite.flush)
+                             self._strategy, move=move, where=self._where, on_pass_end=self._nonfinite.flush,
+                             passes=self._passes)
                for dl in loaders]
         return out[0] if len(out) == 1 else tuple(out)
 
@@ -299,6 +302,35 @@ class Engine:
         """Stack every rank's value along a new first dimension: a tensor, a plain number, or a nested collection
         of them (numbers become tensors on this rank's device first)."""
         return apply_to_tensors(numbers_to_tensors(tensor, self.device), self._strategy.all_gather)
+
+    def gather_for_metrics(self, data: Any, *, use_gather_object: bool = False) -> Any:
+        """Every rank's evaluation outputs, joined, without the samples the distributed sampler counted twice.
+
+        As Accelerate's: call it in the loop over a set-up dataloader with a batch's per-sample outputs (predictions,
+        targets; a tensor or a nested collection of them). Tensors are concatenated along their first dimension
+        (a 0-dim tensor gives one row per rank), and ranks may have different numbers of rows. In the last batch
+        of a pass, the rows of samples that the sampler repeated to give every rank as many are dropped, so
+        a metric over all the gathered rows counts every sample once. Rows come in the order the sampler drew
+        them (the dataset's order for an unshuffled loader) when the ranks take every ``world_size``-th sample;
+        a custom batch sampler's batches come rank after rank. In a single process ``data`` is returned as is.
+
+        Args:
+            data: Tensors, or with ``use_gather_object`` any picklable object (a list of strings, say).
+            use_gather_object: Gather by pickling: lists and tuples are joined (repeats dropped), anything else
+                comes back as a list with one entry per rank.
+        """
+        if self.world_size == 1:
+            return data
+        layout, repeats = self._passes[-1].share() if self._passes else (None, False)
+        if use_gather_object:
+            return gather_objects(self._strategy, data, layout=layout, repeats=repeats)
+        return gather_rows(self._strategy, numbers_to_tensors(data, self.device), layout=layout, repeats=repeats)
+
+    def pad_across_processes(self, data: Any, *, dim: int = 0, pad_index: int | float = 0,
+                             pad_first: bool = False) -> Any:
+        """Pad each tensor of ``data`` along ``dim`` to the largest size any rank has there (Accelerate's), so
+        that outputs of different lengths (generated sequences, say) can be gathered; every rank must call it."""
+        return pad_to_largest(self._strategy, data, dim=dim, pad_index=pad_index, pad_first=pad_first)
 
     def broadcast(self, obj: _T, src: int = 0) -> _T:
         return self._strategy.broadcast(obj, src)

@@ -13,10 +13,8 @@ __all__ = ["EQUIVALENTS", "missing_engine_attribute"]
 _PREPARE = ("model, optimizer = engine.setup(model, optimizer)\n"
             "loader = engine.setup_dataloaders(loader)\n"
             "(a learning-rate scheduler needs no setup: build it on the set-up optimizer)")
-_GATHER = ("gathered = engine.all_gather(t)  # stacked: (world_size, *t.shape)\n"
-           "rows = gathered.flatten(0, 1)     # concatenated, as Accelerate returns it\n"
-           "(the distributed sampler pads an uneven dataset by repeating samples, and they are not dropped; rows "
-           "come in rank-strided order: sample i is on rank i % world_size; exact metrics: docs/guides/engine.md)")
+_GATHER = ("rows = engine.gather_for_metrics(t)  # concatenated, the sampler's repeated samples dropped\n"
+           "gathered = engine.all_gather(t)       # stacked: (world_size, *t.shape), nothing dropped")
 _SAVE_STATE = ('state = {"model": model, "optimizer": optimizer, "scheduler": scheduler, "loader": loader}\n'
                "engine.save(path, state)    # a set-up loader in the state saves its position\n"
                "engine.load(path, state)    # or engine.resume(folder, state): the newest complete checkpoint")
@@ -40,10 +38,7 @@ EQUIVALENTS: dict[str, str] = {
     "unwrap_model": "model.module  # the module that was passed to engine.setup",
     # Accelerate: collectives
     "gather": _GATHER,
-    "gather_for_metrics": _GATHER,
     "reduce": 'engine.all_reduce(t, reduce_op="sum")  # Accelerate\'s default is sum, the Engine\'s is mean',
-    "pad_across_processes": ("no equivalent: gather tensors of equal shapes (the Engine's distributed sampler "
-                             "gives every rank as many samples)"),
     "split_between_processes": ("loader = engine.setup_dataloaders(loader)  # shards across ranks\n"
                                 "shard = data[engine.global_rank::engine.world_size]  # or by hand"),
     "wait_for_everyone": "engine.barrier()",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -21,15 +21,18 @@ from xtrain.core._internal.data import resumable_sampler, set_sampler_epoch
 from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.core.strategy import Strategy
 
-__all__ = ["EngineLoader"]
+__all__ = ["EngineLoader", "Layout"]
+
+Layout = Literal["samples", "batches"]
 
 
 class EngineLoader:
     """Iterates a prepared dataloader: moves batches to the device and advances the sampler's epoch on each pass."""
 
     def __init__(self, loader: Any, strategy: Strategy, *, move: bool, where: list[int],
-                 on_pass_end: Callable[[], None]) -> None:
+                 on_pass_end: Callable[[], None], passes: list[EngineLoader]) -> None:
         self.loader = loader
+        self._passes = passes  # the set-up loaders being iterated, innermost last
         self._strategy = strategy
         self._move = move
         self._where = where
@@ -75,6 +78,33 @@ class EngineLoader:
             sampler.set_epoch(epoch)
         self._resume = (seed, batches) if batches else None
 
+    def share(self) -> tuple[Layout | None, bool]:
+        """How this rank's current batch lines up with the other ranks', for gathering evaluation outputs.
+
+        The layout is ``"samples"`` when the ranks take every ``world_size``-th sample (a batch's rows interleave
+        with the other ranks' rows), ``"batches"`` when they take whole batches (or single items), ``None`` when
+        xtrain did not shard the loader. The flag says whether the current batch ends with a sample (or is a
+        batch) that repeats another rank's, which the sampler added so that every rank runs as many batches.
+        """
+        from xtrain.core._internal.sampler import ResumableSampler
+        from xtrain.core._internal.sharded_sampler import ShardedBatchSampler, ShardedSampler
+
+        batch_sampler = getattr(self.loader, "batch_sampler", None)
+        sampler = getattr(batch_sampler, "sampler", None)
+        sharding: Any
+        layout: Layout
+        if isinstance(batch_sampler, ShardedBatchSampler):
+            sharding, layout = batch_sampler, "batches"
+        elif isinstance(sampler, ShardedSampler) or (isinstance(sampler, ResumableSampler)
+                                                     and sampler.num_replicas is not None):
+            sharding, layout = sampler, "samples"
+        elif batch_sampler is None and isinstance(getattr(self.loader, "sampler", None), ShardedSampler):
+            sharding, layout = self.loader.sampler, "batches"
+        else:
+            return None, False
+        last = not self._finished and self._taken == len(self.loader)
+        return layout, last and sharding.ends_with_repeat()
+
     def _user_epoch(self, sampler: Any) -> int | None:
         target = sampler if sampler is not None else getattr(self.loader, "sampler", None)
         epoch = getattr(target, "epoch", None)
@@ -111,12 +141,16 @@ class EngineLoader:
             torch.set_rng_state(before)
         if skip:  # no sampler to start later in: take the batches the saved run had taken, and drop them
             next(itertools.islice(batches, skip - 1, skip), None)
-        for batch in batches:
-            PROGRESS.report()
-            where[1] += 1
-            self._taken += 1
-            yield batch if to_device is None else to_device(batch)
-        self._finished = True
+        self._passes.append(self)
+        try:
+            for batch in batches:
+                PROGRESS.report()
+                where[1] += 1
+                self._taken += 1
+                yield batch if to_device is None else to_device(batch)
+            self._finished = True
+        finally:
+            self._passes.remove(self)
         self._on_pass_end()
 
     def __getattr__(self, name: str) -> Any:

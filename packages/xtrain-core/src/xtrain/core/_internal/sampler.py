@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 import torch
 from torch.utils.data import BatchSampler, Dataset, Sampler
 
-__all__ = ["ResumableSampler", "SeededBatch", "SeededBatchSampler", "SeededDataset", "mix_seed", "shard",
-           "shard_size", "shuffle_generator"]
+__all__ = ["ResumableSampler", "SeededBatch", "SeededBatchSampler", "SeededDataset", "ends_with_repeat", "mix_seed",
+           "shard", "shard_size", "shuffle_generator"]
 
 _MASK64 = (1 << 64) - 1
 _T = TypeVar("_T")
@@ -49,6 +49,15 @@ def shard_size(n: int, num_replicas: int, rank: int, *, drop_last: bool = False,
     if not pad:
         return len(range(rank, n, num_replicas))
     return math.ceil(n / num_replicas)
+
+
+def ends_with_repeat(n: int, num_replicas: int, rank: int, *, drop_last: bool = False, pad: bool = True) -> bool:
+    """Whether the last item of rank ``rank``'s :func:`shard` repeats one that another rank has: position ``j`` of
+    the share is item ``rank + j * num_replicas`` of the padded list, and only the last position can lie past ``n``.
+    What lets a gather of evaluation outputs drop the samples counted twice."""
+    if not pad or (drop_last and n % num_replicas) or n == 0:
+        return False
+    return rank + (math.ceil(n / num_replicas) - 1) * num_replicas >= n
 
 
 def shard(items: list[_T], num_replicas: int, rank: int, *, drop_last: bool = False, pad: bool = True) -> list[_T]:
@@ -109,6 +118,11 @@ class ResumableSampler(Sampler[int]):
         if self.num_replicas is None:
             return self._n
         return shard_size(self._n, self.num_replicas, self.rank, drop_last=self.drop_last, pad=self.pad)
+
+    def ends_with_repeat(self) -> bool:
+        """Whether this rank's last sample of an epoch repeats another rank's (the padding of an uneven split)."""
+        return self.num_replicas is not None and ends_with_repeat(self._n, self.num_replicas, self.rank,
+                                                                  drop_last=self.drop_last, pad=self.pad)
 
     def set_epoch(self, epoch: int) -> None:
         """Select the permutation of ``epoch`` (the Trainer calls this at the start of every epoch)."""

@@ -12,7 +12,7 @@ from typing import Any
 
 from torch.utils.data import Sampler
 
-from xtrain.core._internal.sampler import shard, shard_size
+from xtrain.core._internal.sampler import ends_with_repeat, shard, shard_size
 
 __all__ = ["ShardedBatchSampler", "ShardedSampler", "tell_epoch"]
 
@@ -49,6 +49,12 @@ class ShardedSampler(Sampler[Any]):
         assert isinstance(self.sampler, Sized)  # prepare_dataloader splits only samplers with a length
         return shard_size(len(self.sampler), self.num_replicas, self.rank, drop_last=self.drop_last, pad=self.pad)
 
+    def ends_with_repeat(self) -> bool:
+        """Whether this rank's last item repeats another rank's (the padding of an uneven split)."""
+        assert isinstance(self.sampler, Sized)
+        return ends_with_repeat(len(self.sampler), self.num_replicas, self.rank, drop_last=self.drop_last,
+                                pad=self.pad)
+
     def set_epoch(self, epoch: int) -> None:
         """Passed on to the inner sampler when it has one (a ``DistributedSampler``-like user sampler)."""
         tell_epoch(epoch, self.sampler)
@@ -74,6 +80,11 @@ class ShardedBatchSampler(Sampler[Any]):
     def __len__(self) -> int:
         assert isinstance(self.batch_sampler, Sized)  # prepare_dataloader splits only batch samplers with a length
         return shard_size(len(self.batch_sampler), self.num_replicas, self.rank)
+
+    def ends_with_repeat(self) -> bool:
+        """Whether this rank's last batch repeats another rank's (the padding of an uneven split)."""
+        assert isinstance(self.batch_sampler, Sized)
+        return ends_with_repeat(len(self.batch_sampler), self.num_replicas, self.rank)
 
     def set_epoch(self, epoch: int) -> None:
         """Passed on to the batch sampler and to its sampler, where they have one."""

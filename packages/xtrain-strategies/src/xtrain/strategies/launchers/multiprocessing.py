@@ -166,7 +166,7 @@ def _worker(local_rank: int, work: Any, result_path: str, parent_pid: int) -> No
         # run: on_exception, loggers).
         raise RankInterrupted(f"rank {os.environ.get('RANK', local_rank)} was interrupted (KeyboardInterrupt: a "
                               f"callback raised it or the process got SIGINT)") from err
-    if result is not None:
+    if result is not None and local_rank == 0:  # every rank may return a value: the caller gets its rank 0's
         tmp = f"{result_path}.tmp"
         torch.save(result, tmp)
         os.replace(tmp, result_path)
