@@ -49,6 +49,10 @@ def test_epoch_metric_under_ddp_equals_one_process_on_all_data(tmp_path: Path) -
             assert found[mode][key] == pytest.approx(value, abs=1e-6), (mode, key)
     # F1 is not a mean of per-batch values: averaging batch F1s (what a logged tensor does) gives another number.
     assert abs(sum(batch_f1) / len(batch_f1) - expected["val_f1"]) > 1e-3
+    even, odd = found["repeat_warnings"]  # rank 0's: a validate whose data does not divide by the ranks says so
+    assert even == [] and len(odd) == 1, found["repeat_warnings"]
+    assert "validation dataloader 0 has 95 samples" in odd[0] and "repeats 1 sample " in odd[0]
+    assert "Trainer(devices=1)" in odd[0] and "use_distributed_sampler=False" in odd[0]
     assert found["update_counts_after"] == [0, 0, 0]  # reset after each epoch (else "uneven" would count twice)
     # The tracker is rank 0's alone: one W&B run for both validate() calls (a stage leaves the run open, as
     # Lightning's), none from rank 1.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from typing import Any
 
 import torch
@@ -77,7 +78,14 @@ def main() -> None:
     trainer = Trainer(accelerator="cpu", strategy="ddp", devices=2, logger=logger, enable_progress_bar=False,
                       profiler=SimpleProfiler(dirpath="perf", filename="report"))
     module = Scored()
-    found = {"auto": trainer.validate(module, DataLoader(data(), batch_size=BATCH))[0]}
+    with warnings.catch_warnings(record=True) as even:
+        warnings.simplefilter("always")
+        found = {"auto": trainer.validate(module, DataLoader(data(), batch_size=BATCH))[0]}
+    with warnings.catch_warnings(record=True) as odd:  # 95 samples on 2 ranks: one is repeated
+        warnings.simplefilter("always")
+        trainer.validate(Scored(), DataLoader(tiny_dataset(N - 1, seed=3), batch_size=BATCH))
+    found["repeat_warnings"] = [[str(w.message) for w in caught if "repeats" in str(w.message)]
+                                for caught in (even, odd)]
     shard = range(SPLIT) if trainer.global_rank == 0 else range(SPLIT, N)
     trainer.use_distributed_sampler = False  # each rank brings its own shard (else split again, as in Lightning)
     found["uneven"] = trainer.validate(module, DataLoader(data(), batch_size=BATCH, sampler=Shard(shard)))[0]

@@ -244,3 +244,33 @@ def test_a_metric_logged_on_step_and_on_epoch_in_validation() -> None:
     trainer.fit(Validated(), *tiny_loaders())
     assert "val_acc_step" not in trainer.callback_metrics and "val_acc_step" in trainer.logged_metrics
     assert trainer.callback_metrics["val_acc"].item() == trainer.callback_metrics["val_acc_epoch"].item()
+
+
+def test_metrics_of_several_dataloaders_are_named_and_returned_as_tensors_are() -> None:
+    """Keys end in ``/dataloader_idx_<i>`` after ``_step``/``_epoch`` (Lightning's names): with the suffix before
+    them, ``validate()`` left the metric out of every dataloader's results."""
+    from xtrain.core.testing import TinyClassifier
+
+    class TwoSets(TinyClassifier):
+        def __init__(self) -> None:
+            super().__init__()
+            self.accs = torch.nn.ModuleList(
+                torchmetrics.classification.MulticlassAccuracy(num_classes=4, average="micro") for _ in range(2))
+
+        def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+            x, y = batch
+            self.accs[dataloader_idx](self(x).argmax(-1), y)
+            self.log("acc", self.accs[dataloader_idx], on_step=True, on_epoch=True)
+
+    loaders = [DataLoader(tiny_dataset(24), batch_size=8), DataLoader(tiny_dataset(13, seed=1), batch_size=8)]
+    model = TwoSets()
+    trainer = Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False)
+    results = trainer.validate(model, loaders, verbose=False)
+    for index, loader in enumerate(loaders):
+        expected = torchmetrics.classification.MulticlassAccuracy(num_classes=4, average="micro")
+        with torch.no_grad():
+            for x, y in loader:
+                expected.update(model(x).argmax(-1), y)
+        assert results[index][f"acc_epoch/dataloader_idx_{index}"] == pytest.approx(float(expected.compute()))
+        assert f"acc_step/dataloader_idx_{index}" in trainer.logged_metrics
+    assert not any(key.endswith(("_epoch", "_step")) for key in trainer.logged_metrics)

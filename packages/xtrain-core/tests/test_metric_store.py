@@ -62,6 +62,24 @@ def test_non_scalar_and_bad_reduction_are_refused_in_training() -> None:
         _log(store, "x", torch.tensor(1.0), reduce_fx="median")
 
 
+@pytest.mark.parametrize(("spelling", "canonical"), [("avg", "mean"), ("MEAN", "mean"), ("Max", "max"),
+                                                     (torch.mean, "mean"), (torch.sum, "sum"), (torch.max, "max"),
+                                                     (torch.min, "min")])
+def test_lightnings_spellings_of_a_reduction_are_taken(spelling: Any, canonical: str) -> None:
+    """Lightning lower-cases ``reduce_fx``, reads ``"avg"`` as mean and takes the torch functions; migrated code
+    failed at its first ``self.log``."""
+    stores = {}
+    for fx in (spelling, canonical):
+        store = stores[str(fx)] = MetricStore()
+        store.begin("validate")
+        for value, size in ((1.0, 2), (4.0, 1), (2.0, 3)):
+            _log(store, "v", torch.tensor(value), reduce_fx=fx, batch_size=size)
+    spelled, plain = stores[str(spelling)].epoch["v"], stores[canonical].epoch["v"]
+    assert (spelled.reduce_fx, spelled.total.item(), spelled.weight) == (canonical, plain.total.item(), plain.weight)
+    with pytest.raises(ConfigError, match="torchmetrics Metric"):
+        _log(MetricStore(), "x", torch.tensor(1.0), reduce_fx=torch.median)
+
+
 def test_evaluation_and_epoch_end_do_not_take_the_step_path() -> None:
     store = MetricStore()
     store.begin("validate")

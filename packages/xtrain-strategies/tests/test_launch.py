@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -32,7 +33,6 @@ LAUNCHES = [
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, torch.Tensor]:
     """Weights after training on one process with the 2-rank global batch (sequential data, so it is comparable)."""
     out = tmp_path_factory.mktemp("reference")
-    import json
 
     settings = {**SETTINGS, "devices": 1, "batch_size": 16, "shuffle": False, "accelerator": "cpu", "out": str(out)}
     run_processes([[sys.executable, str(TRAIN), json.dumps(settings)]], timeout=120, cwd=out).check()
@@ -57,7 +57,6 @@ def test_same_model_same_weights(train: Callable[..., Run], reference: dict[str,
 
 def test_python_dash_m_and_console_script_are_re_executed(train: Callable[..., Run], tmp_path: Path) -> None:
     """``python -m train`` and an executable script with a shebang (what pip's console scripts are)."""
-    import json
 
     for kind in ("module", "console"):
         out = tmp_path / kind
@@ -90,6 +89,8 @@ def test_second_fit_under_spawn_continues_from_the_first(train: Callable[..., Ru
     assert_close(second, once.params(0), tol=1e-6)
     metrics = (twice.out / "caller_metrics.json").read_text()
     assert "synced_loss" in metrics and "rank_value" in metrics
+    shown = json.loads((twice.out / "caller_progress_bar.json").read_text())  # it came back empty under spawn
+    assert shown == pytest.approx({"synced_loss": json.loads(metrics)["synced_loss"]})
 
 
 def test_second_fit_under_the_re_exec_launcher_does_not_relaunch(train: Callable[..., Run]) -> None:

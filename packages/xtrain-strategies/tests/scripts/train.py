@@ -58,7 +58,7 @@ class Model(TinyClassifier):
         self.losses.append(float(loss.detach()))
         self.log("rank_value", float(self.global_rank), sync_dist=True, reduce_fx="sum")
         self.log("rank_metric", float(self.global_rank), on_epoch=True, on_step=False)
-        self.log("synced_loss", loss, sync_dist=True, on_epoch=True, on_step=False)
+        self.log("synced_loss", loss, sync_dist=True, on_epoch=True, on_step=False, prog_bar=True)
         if self.settings.get("manual"):
             opt = self.optimizers()
             opt.zero_grad()
@@ -164,6 +164,7 @@ def main(settings: dict[str, Any]) -> None:
             (out / "second_fit_step.txt").write_text(str(trainer.global_step))
             metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
             (out / "caller_metrics.json").write_text(json.dumps(metrics))
+            (out / "caller_progress_bar.json").write_text(json.dumps(trainer.progress_bar_metrics))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, Literal
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TrainModule"]
 
-ReduceFx = Literal["mean", "sum", "max", "min"]
+ReduceFx = Literal["mean", "sum", "max", "min"] | Callable[..., Any]  # the torch function too, as in Lightning
 
 
 class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
@@ -195,7 +195,8 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
             logger: Send it to the loggers.
             on_step: Record this step's value (default: True in training, False in evaluation).
             on_epoch: Record the epoch's aggregate (default: False in training, True in evaluation).
-            reduce_fx: How the epoch aggregate is formed.
+            reduce_fx: How the epoch aggregate is formed: ``"mean"`` (weighted by ``batch_size``), ``"sum"``,
+                ``"max"`` or ``"min"``; Lightning's spellings work too (any case, ``"avg"``, ``torch.mean``...).
             sync_dist: Reduce across ranks (a collective per use; only when asked).
             batch_size: Weight of this value in the epoch mean (default: inferred from the batch).
             add_dataloader_idx: With several validation/test dataloaders, log ``name/dataloader_idx_<i>`` from their

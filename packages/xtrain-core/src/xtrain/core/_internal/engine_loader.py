@@ -13,17 +13,16 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
 from xtrain.core._internal.data import resumable_sampler, set_sampler_epoch
 from xtrain.core._internal.progress_signal import PROGRESS
+from xtrain.core._internal.shard_padding import Layout, sharding_of
 from xtrain.core.strategy import Strategy
 
-__all__ = ["EngineLoader", "Layout"]
-
-Layout = Literal["samples", "batches"]
+__all__ = ["EngineLoader"]
 
 
 class EngineLoader:
@@ -86,22 +85,10 @@ class EngineLoader:
         xtrain did not shard the loader. The flag says whether the current batch ends with a sample (or is a
         batch) that repeats another rank's, which the sampler added so that every rank runs as many batches.
         """
-        from xtrain.core._internal.sampler import ResumableSampler
-        from xtrain.core._internal.sharded_sampler import ShardedBatchSampler, ShardedSampler
-
-        batch_sampler = getattr(self.loader, "batch_sampler", None)
-        sampler = getattr(batch_sampler, "sampler", None)
-        sharding: Any
-        layout: Layout
-        if isinstance(batch_sampler, ShardedBatchSampler):
-            sharding, layout = batch_sampler, "batches"
-        elif isinstance(sampler, ShardedSampler) or (isinstance(sampler, ResumableSampler)
-                                                     and sampler.num_replicas is not None):
-            sharding, layout = sampler, "samples"
-        elif batch_sampler is None and isinstance(getattr(self.loader, "sampler", None), ShardedSampler):
-            sharding, layout = self.loader.sampler, "batches"
-        else:
+        found = sharding_of(self.loader)
+        if found is None:
             return None, False
+        layout, sharding = found
         last = not self._finished and self._taken == len(self.loader)
         return layout, last and sharding.ends_with_repeat()
 

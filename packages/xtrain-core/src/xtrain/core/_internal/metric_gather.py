@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from xtrain.core._internal.apply import apply_to_tensors
-from xtrain.core._internal.engine_loader import Layout
+from xtrain.core._internal.shard_padding import Layout
 from xtrain.core.strategy import Strategy
 
 __all__ = ["gather_objects", "gather_rows", "pad_to_largest"]

@@ -63,12 +63,14 @@ class MetricObjects:
         self._entries: dict[str, dict[str, _Entry]] = {}
         self._computed: list[Any] = []
 
-    def log(self, store: MetricStore, name: str, metric: Any, *, prog_bar: bool, logger: bool,
+    def log(self, store: MetricStore, name: str, metric: Any, *, suffix: str, prog_bar: bool, logger: bool,
             on_step: bool | None, on_epoch: bool | None) -> None:
+        """Log ``metric`` under ``name``; ``suffix`` (``"/dataloader_idx_<i>"`` or empty) ends every key, after
+        any ``_step``/``_epoch``, as for a logged tensor."""
         if store.in_epoch_end:  # logged in an epoch-end hook: the value is final now
             value = _scalar(name, metric.compute())
             metric.reset()
-            store.log(name, value, prog_bar=prog_bar, logger=logger, on_step=None, on_epoch=None, reduce_fx="mean",
+            store.log(name + suffix, value, prog_bar=prog_bar, logger=logger, on_step=None, on_epoch=None, reduce_fx="mean",
                       sync_dist=False, batch_size=None, add_dataloader_idx=False)
             return
         training = store.stage == "train"
@@ -77,16 +79,17 @@ class MetricObjects:
         both = step and epoch
         batch_value = getattr(metric, "_forward_cache", None)
         if step and isinstance(batch_value, torch.Tensor):
-            store.log(f"{name}_step" if both else name, batch_value, prog_bar=prog_bar, logger=logger, on_step=True,
+            step_key = (f"{name}_step" if both else name) + suffix
+            store.log(step_key, batch_value, prog_bar=prog_bar, logger=logger, on_step=True,
                       on_epoch=False, reduce_fx="mean", sync_dist=False, batch_size=None, add_dataloader_idx=False)
             if both and training:  # the plain name shows the latest value until the epoch's, as for a tensor
-                store.callback_metrics[name] = store.callback_metrics[f"{name}_step"]
+                store.callback_metrics[name + suffix] = store.callback_metrics[step_key]
         entries = self._entries.setdefault(store.stage, {})
-        known = entries.get(name)
+        known = entries.get(name + suffix)
         if known is not None and known.metric is not metric:
             raise ConfigError("value", type(metric).__name__, f"self.log({name!r}, metric) was given two different "
                               f"Metric objects in one epoch.", fix="log each Metric object under its own name.")
-        entries[name] = _Entry(metric, epoch, prog_bar, logger, f"{name}_epoch" if both else name)
+        entries[name + suffix] = _Entry(metric, epoch, prog_bar, logger, (f"{name}_epoch" if both else name) + suffix)
 
     def end_epoch(self, store: MetricStore) -> dict[str, float]:
         """Compute (across ranks) the current stage's metrics; returns the values for the loggers. They are reset by

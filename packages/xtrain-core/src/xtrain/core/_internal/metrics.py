@@ -24,6 +24,7 @@ __all__ = ["MetricStore", "Stage"]
 
 Stage = Literal["train", "validate", "test", "predict", "sanity_check"]
 _REDUCE = ("mean", "sum", "max", "min")
+_TORCH_REDUCE = (torch.mean, torch.sum, torch.max, torch.min)
 _HALF = (torch.float16, torch.bfloat16)
 _F32 = torch.float32
 _TENSOR = torch.Tensor
@@ -55,6 +56,20 @@ class _Epoch:
         else:
             self.total = torch.minimum(self.total, value)
 
+
+
+def _reduction(name: str, reduce_fx: Any) -> str:
+    """``reduce_fx`` as one of :data:`_REDUCE`, spelled as Lightning accepts it too: any case, ``"avg"``, or the
+    torch function (``torch.mean``)."""
+    if any(reduce_fx is fn for fn in _TORCH_REDUCE):
+        return str(reduce_fx.__name__)
+    text = reduce_fx.lower() if isinstance(reduce_fx, str) else ""
+    text = "mean" if text == "avg" else text
+    if text in _REDUCE:
+        return text
+    raise ConfigError("reduce_fx", reduce_fx, f"is not a reduction for self.log({name!r}, ...).",
+                      choices=_REDUCE, fix="pass one of them (or torch.mean, torch.sum, torch.max, torch.min); for "
+                                           "another reduction, log a torchmetrics Metric.")
 
 def _scalar(name: str, value: torch.Tensor) -> torch.Tensor:
     """The tensor fast path of ``self.log``: a 0-d, detached tensor, without copying it (a step logs many)."""
@@ -211,7 +226,7 @@ class MetricStore:
         return out
 
     def log(self, name: str, value: torch.Tensor | float | int, prog_bar: bool, logger: bool,
-            on_step: bool | None, on_epoch: bool | None, reduce_fx: str, sync_dist: bool,
+            on_step: bool | None, on_epoch: bool | None, reduce_fx: Any, sync_dist: bool,
             batch_size: int | None, add_dataloader_idx: bool = True) -> None:
         """``self.log``'s work. Options may come positionally: ``TrainModule.log`` passes them so (matching nine
         keywords is a tenth of a call that a step may make dozens of times)."""
@@ -237,11 +252,11 @@ class MetricStore:
             for key in (name, f"{name}_epoch", f"{name}_step"):
                 self.key_dataloaders.setdefault(key, set()).add(self.dataloader_suffix)
         if not isinstance(value, (torch.Tensor, float, int)):  # a torchmetrics Metric: see metric_objects.py
-            self._log_object(name + sfx, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch)
+            self._log_object(name, value, suffix=sfx, prog_bar=prog_bar, logger=logger, on_step=on_step,
+                             on_epoch=on_epoch)
             return
-        if reduce_fx not in _REDUCE:
-            raise ConfigError("reduce_fx", reduce_fx, f"is not a reduction for self.log({name!r}, ...).",
-                              choices=_REDUCE, fix="pass reduce_fx='mean'.")
+        if type(reduce_fx) is not str or reduce_fx not in _REDUCE:
+            reduce_fx = _reduction(name, reduce_fx)
         training = self.stage == "train"
         step = training if on_step is None else on_step
         epoch = (not training) if on_epoch is None else on_epoch
@@ -291,7 +306,7 @@ class MetricStore:
             else:
                 acc.update(value, weight)
 
-    def _log_object(self, name: str, value: Any, **options: Any) -> None:
+    def _log_object(self, name: str, value: Any, *, suffix: str, **options: Any) -> None:
         from xtrain.core._internal.metric_objects import MetricObjects, is_metric
 
         if not is_metric(value):
@@ -299,7 +314,7 @@ class MetricStore:
                               "or a torchmetrics Metric.", fix="log a scalar, e.g. float(value).")
         if self.objects is None:
             self.objects = MetricObjects()
-        self.objects.log(self, name, value, **options)
+        self.objects.log(self, name, value, suffix=suffix, **options)
 
     def _reduce(self, value: torch.Tensor, reduce_fx: str) -> torch.Tensor:
         if self.strategy is None or self.strategy.world_size == 1:
@@ -379,6 +394,12 @@ class MetricStore:
     def progress_bar_metrics(self) -> dict[str, float]:
         self._settle()
         return {k: float(self.step_values[k].item()) for k in self.prog_bar_keys if k in self.step_values}
+
+    def show_in_progress_bar(self, values: dict[str, float]) -> None:
+        """Make ``values`` this store's progress-bar metrics (a spawned run's, brought back to the caller)."""
+        for key, value in values.items():
+            self.step_values[key] = torch.tensor(value)
+            self.prog_bar_keys.add(key)
 
     @property
     def epoch(self) -> dict[str, _Epoch]:

@@ -22,7 +22,7 @@ import torch
 from torch.utils.data import BatchSampler, Dataset, Sampler
 
 __all__ = ["ResumableSampler", "SeededBatch", "SeededBatchSampler", "SeededDataset", "ends_with_repeat", "mix_seed",
-           "shard", "shard_size", "shuffle_generator"]
+           "repeats", "shard", "shard_size", "shuffle_generator"]
 
 _MASK64 = (1 << 64) - 1
 _T = TypeVar("_T")
@@ -58,6 +58,13 @@ def ends_with_repeat(n: int, num_replicas: int, rank: int, *, drop_last: bool = 
     if not pad or (drop_last and n % num_replicas) or n == 0:
         return False
     return rank + (math.ceil(n / num_replicas) - 1) * num_replicas >= n
+
+
+def repeats(n: int, num_replicas: int, *, drop_last: bool = False, pad: bool = True) -> int:
+    """How many of ``n`` items the ranks' :func:`shard` shares repeat, all ranks together."""
+    if not pad or (drop_last and n % num_replicas):
+        return 0
+    return shard_size(n, num_replicas, 0) * num_replicas - n
 
 
 def shard(items: list[_T], num_replicas: int, rank: int, *, drop_last: bool = False, pad: bool = True) -> list[_T]:
@@ -123,6 +130,12 @@ class ResumableSampler(Sampler[int]):
         """Whether this rank's last sample of an epoch repeats another rank's (the padding of an uneven split)."""
         return self.num_replicas is not None and ends_with_repeat(self._n, self.num_replicas, self.rank,
                                                                   drop_last=self.drop_last, pad=self.pad)
+
+    def padding(self) -> tuple[int, int]:
+        """The samples all ranks repeat together each epoch, and the samples there are."""
+        if self.num_replicas is None:
+            return 0, self._n
+        return repeats(self._n, self.num_replicas, drop_last=self.drop_last, pad=self.pad), self._n
 
     def set_epoch(self, epoch: int) -> None:
         """Select the permutation of ``epoch`` (the Trainer calls this at the start of every epoch)."""

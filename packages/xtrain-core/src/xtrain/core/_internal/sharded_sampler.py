@@ -12,7 +12,7 @@ from typing import Any
 
 from torch.utils.data import Sampler
 
-from xtrain.core._internal.sampler import ends_with_repeat, shard, shard_size
+from xtrain.core._internal.sampler import ends_with_repeat, repeats, shard, shard_size
 
 __all__ = ["ShardedBatchSampler", "ShardedSampler", "tell_epoch"]
 
@@ -55,6 +55,12 @@ class ShardedSampler(Sampler[Any]):
         return ends_with_repeat(len(self.sampler), self.num_replicas, self.rank, drop_last=self.drop_last,
                                 pad=self.pad)
 
+    def padding(self) -> tuple[int, int]:
+        """The items all ranks repeat together each epoch, and the items there are."""
+        assert isinstance(self.sampler, Sized)
+        n = len(self.sampler)
+        return repeats(n, self.num_replicas, drop_last=self.drop_last, pad=self.pad), n
+
     def set_epoch(self, epoch: int) -> None:
         """Passed on to the inner sampler when it has one (a ``DistributedSampler``-like user sampler)."""
         tell_epoch(epoch, self.sampler)
@@ -85,6 +91,12 @@ class ShardedBatchSampler(Sampler[Any]):
         """Whether this rank's last batch repeats another rank's (the padding of an uneven split)."""
         assert isinstance(self.batch_sampler, Sized)
         return ends_with_repeat(len(self.batch_sampler), self.num_replicas, self.rank)
+
+    def padding(self) -> tuple[int, int]:
+        """The batches all ranks repeat together each epoch, and the batches there are."""
+        assert isinstance(self.batch_sampler, Sized)
+        n = len(self.batch_sampler)
+        return repeats(n, self.num_replicas), n
 
     def set_epoch(self, epoch: int) -> None:
         """Passed on to the batch sampler and to its sampler, where they have one."""

@@ -27,7 +27,7 @@ def worker_result(trainer: Trainer, output: Any) -> dict[str, Any] | None:
         return None
     return {"output": output, "checkpoint": checkpoint, "logger_versions": [lg.version for lg in trainer.loggers],
             "callback_metrics": {k: v.detach().cpu() for k, v in trainer.callback_metrics.items()},
-            "logged_metrics": dict(trainer.logged_metrics)}
+            "logged_metrics": dict(trainer.logged_metrics), "progress_bar_metrics": trainer.progress_bar_metrics}
 
 
 def receive_worker_result(trainer: Trainer, result: dict[str, Any]) -> Any:
@@ -35,6 +35,7 @@ def receive_worker_result(trainer: Trainer, result: dict[str, Any]) -> Any:
     trainer._metrics.new_results()  # the stage's own results, as in one process
     trainer._metrics.callback_metrics.update(result["callback_metrics"])
     trainer._metrics.logged_metrics.update(result["logged_metrics"])
+    trainer._metrics.show_in_progress_bar(result["progress_bar_metrics"])
     # The workers chose the version directory; later runs of this Trainer (and log_dir) must use the same one.
     for logger, version in zip(trainer.loggers, result.get("logger_versions", []), strict=False):
         logger._version = version

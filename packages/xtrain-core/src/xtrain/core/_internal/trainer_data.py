@@ -16,6 +16,7 @@ from xtrain.core._internal.data import (
     warn_empty_eval,
 )
 from xtrain.core._internal.run_flags import unshuffled
+from xtrain.core._internal.shard_padding import warn_repeated_samples
 from xtrain.core._internal.stage_steps import validation_loaders
 from xtrain.core._internal.trainer_compat import shaped_as
 from xtrain.core.errors import ConfigError
@@ -114,3 +115,5 @@ class StageLoaders:
             f"limit_{kind[0]}_batches"
         self._val_limits = [batch_limit(dl, kind[2], limit_name) for dl in loaders]
         warn_empty_eval(loaders, self._val_limits, "validation" if kind[0] == "val" else kind[0])
+        if sharded and stage in ("validate", "test"):
+            warn_repeated_samples(loaders, stage, world_size=self.strategy.world_size)
