@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 import torch
+from torch.utils.data import DataLoader
 
 from checkpoint_helpers import data_dir, quiet_trainer, to_sharded, train_full
 from xtrain.core import Callback, CheckpointError, ConfigError, Engine, ModelCheckpoint, Trainer, TrainModule
 from xtrain.core.checkpoint_reader import read_checkpoint
 from xtrain.core.defaults.torch_io import TorchCheckpointIO
-from xtrain.core.testing import TinyClassifier, tiny_loaders
+from xtrain.core.testing import TinyClassifier, tiny_dataset, tiny_loaders
 
 
 @pytest.fixture(scope="module")
@@ -647,3 +648,23 @@ def test_engine_load_checks_optimizer_state_saved_by_plain_torch(tmp_path: Path)
     with pytest.raises(CheckpointError, match=r"optimizer_states\[0\]: 0.exp_avg: checkpoint \(1, 1\) vs parameter"):
         engine.load(tmp_path / "plain.ckpt", {"model": model, "optimizer": opt})
     assert not opt.state, "the optimizer was loaded"
+
+
+def test_the_fix_for_a_checkpoint_that_does_not_fit_loads_the_weights_that_do(genuine: Path, tmp_path: Path) -> None:
+    """The error's own code, run as written: with strict=False alone torch still refuses a tensor of another shape."""
+    import re
+
+    model = TinyClassifier(classes=5)  # the output layer has another shape; the hidden layer fits
+    with pytest.raises(CheckpointError) as info:
+        quiet_trainer(tmp_path, max_steps=3).fit(model, DataLoader(tiny_dataset(64, classes=5), batch_size=16),
+                                                 ckpt_path=str(genuine))
+    code = re.search(r"weights that fit[^`]*`([^`]+)`", str(info.value))
+    assert code is not None, str(info.value)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    exec(code.group(1), {"model": model, "path": str(genuine), "read_checkpoint": read_checkpoint})
+    saved = read_checkpoint(genuine)["state_dict"]
+    after = model.state_dict()
+    fitting = [k for k in after if saved[k].shape == after[k].shape]
+    assert fitting and len(fitting) < len(after)
+    for key in after:
+        assert torch.equal(after[key], saved[key] if key in fitting else before[key]), key

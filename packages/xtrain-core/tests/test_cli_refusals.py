@@ -34,6 +34,10 @@ def test_an_abbreviated_option_is_refused_with_the_full_name(capsys: pytest.Capt
     ("trainr:\n  max_epochs: 3\n", "'trainr.max_epochs' is not a valid key; did you mean 'trainer.max_epochs'"),
     ("model:\n  class_path: xtrain.core.testing.TinyClassifier\n  init_args:\n    lr_: 0.1\n",
      "xtrain.core.testing.TinyClassifier takes no argument 'lr_'; did you mean 'lr'"),
+    # nothing close: the valid names instead (and never the group itself as the "closest key")
+    ("trainer:\n  zzzqqq: 3\n", "'trainer.zzzqqq' is not a valid key; the keys of trainer are 'accelerator', "),
+    ("model:\n  class_path: xtrain.core.testing.TinyClassifier\n  init_args:\n    learn: 0.1\n",
+     "TinyClassifier takes no argument 'learn'; its arguments are 'lr', 'dropout', 'features', 'classes'."),
 ])
 def test_a_config_key_with_a_typo_is_refused_with_the_closest_key(tmp_path: Path, yaml_text: str, expected: str,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:

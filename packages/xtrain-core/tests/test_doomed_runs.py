@@ -132,10 +132,15 @@ def test_more_cpu_processes_than_cores_warns_with_both_numbers(monkeypatch: pyte
     with pytest.warns(UserWarning, match=r"devices=64 on accelerator='cpu' starts 64 processes, but this machine "
                                          r"lets this program use 2 CPU core\(s\).*Fix: devices=2 or fewer"):
         assert CPUAccelerator.parse_devices(64) == list(range(64))
-    monkeypatch.setenv("LOCAL_RANK", "3")  # the ranks the launcher started do not repeat it
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        CPUAccelerator.parse_devices(64)
+    for variable, value in (("LOCAL_RANK", "3"), ("LOCAL_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "64")):
+        # the ranks a launcher started do not repeat it, nor do processes torchrun (LOCAL_RANK=0 too) or mpirun
+        # started: this process starts none, and "starts 64 processes" would be false
+        monkeypatch.delenv("LOCAL_RANK", raising=False)
+        monkeypatch.setenv(variable, value)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            CPUAccelerator.parse_devices(64)
+        monkeypatch.delenv(variable)
 
 
 def test_more_devices_than_an_accelerator_has_stays_an_error() -> None:

@@ -214,7 +214,7 @@ def test_plain_progress_bar_prints_lines_when_not_a_terminal() -> None:
     lines = stream.getvalue().splitlines()
     epoch_lines = [line for line in lines if line.startswith("Epoch ")]
     assert len(epoch_lines) == 2 and "\r" not in stream.getvalue()
-    assert epoch_lines[-1].startswith("Epoch 1/2 16/16 step 32 [") and "train_loss=" in epoch_lines[-1]
+    assert epoch_lines[-1].startswith("Epoch 1/1 16/16 step 32 [") and "train_loss=" in epoch_lines[-1]
     assert any(line.startswith("Validation (step 16): val_loss=") for line in lines)
 
 
@@ -225,7 +225,7 @@ def test_rich_progress_bar_draws_epoch_step_rate_eta_and_metrics(monkeypatch: py
     fit(max_epochs=1, logger=False, callbacks=[RichProgressBar(stream=stream, force_terminal=True,
                                                                refresh_interval=0.0)])
     out = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", stream.getvalue())
-    assert "Epoch 0/1 step 16" in out and "16/16" in out and "it/s" in out and "train_loss=" in out
+    assert "Epoch 0/0 step 16" in out and "16/16" in out and "it/s" in out and "train_loss=" in out
     assert "Validation (step 16): val_loss=" in out
 
 
@@ -234,7 +234,7 @@ def test_rich_progress_bar_degrades_to_plain_lines() -> None:
     stream = io.StringIO()
     fit(max_epochs=1, logger=False, callbacks=[RichProgressBar(stream=stream)])
     lines = stream.getvalue().splitlines()
-    assert lines[0].startswith("Validation (step 16)") and lines[1].startswith("Epoch 0/1 16/16 step 16")
+    assert lines[0].startswith("Validation (step 16)") and lines[1].startswith("Epoch 0/0 16/16 step 16")
     assert "\x1b[" not in stream.getvalue()
 
 

@@ -328,3 +328,21 @@ def test_same_trainer_arguments_are_accepted_by_the_trainer() -> None:
     missing = [a for a in same if not installed.accepts("xtrain.core.Trainer", a)]
     if missing:
         pytest.xfail(f"Trainer arguments awaited from the parity work: {missing}")
+
+
+def test_only_directories_a_run_writes_move_to_xtrain_logs() -> None:
+    """A checkpoint the script loads exists where Lightning wrote it: its path stays (the summary counted a rewrite
+    of ``resume_from_checkpoint`` that the move to ``fit`` did not keep)."""
+    code = textwrap.dedent("""\
+        from lightning.pytorch import Trainer
+        from lightning.pytorch.callbacks import ModelCheckpoint
+
+        trainer = Trainer(callbacks=[ModelCheckpoint(dirpath="lightning_logs/ckpts")])
+        trainer.fit(model, ckpt_path="lightning_logs/version_0/checkpoints/last.ckpt")
+        best = Model.load_from_checkpoint("lightning_logs/version_0/checkpoints/best.ckpt")
+        """)
+    result = migrate_python(code)
+    assert 'dirpath="xtrain_logs/ckpts"' in result.new
+    assert 'ckpt_path="lightning_logs/version_0/checkpoints/last.ckpt"' in result.new
+    assert 'load_from_checkpoint("lightning_logs/version_0/checkpoints/best.ckpt")' in result.new
+    assert result.counts["lightning_logs/ -> xtrain_logs/"] == 1

@@ -31,8 +31,10 @@ _END_RECORD = 22
 _END_SIGNATURE = b"PK\x05\x06"
 _ZIP_START = b"PK\x03\x04"
 _MAX_COMMENT = 0xFFFF
-UNVERIFIED_FIX = ("Resume from an earlier checkpoint, or load it unverified (TorchCheckpointIO(checksums=False)) if you "
-              "verify it elsewhere.")
+UNVERIFIED_FIX = ("Resume from an earlier checkpoint, or load it unverified if you verify it elsewhere: "
+                  "Trainer(plugins=[TorchCheckpointIO(checksums=False)]), from xtrain.core.defaults import "
+                  "TorchCheckpointIO. A file written through another CheckpointIO plugin (plugins=[...] in its "
+                  "Trainer) is read with that plugin: plugin.load_checkpoint(path).")
 
 
 @functools.cache  # resolved at the first checksum: importing isal is 0.6 ms of every `import xtrain.core`

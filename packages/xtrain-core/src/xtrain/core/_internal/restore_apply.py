@@ -24,14 +24,17 @@ from xtrain.core.errors import CheckpointError
 if TYPE_CHECKING:
     from xtrain.core.trainer import Trainer
 
-__all__ = ["apply_with_rollback", "except_failed", "extra_states", "plan_restore", "restore_checkpoint", "roll_back",
-           "short_repr"]
+__all__ = ["FITTING_WEIGHTS", "apply_with_rollback", "except_failed", "extra_states", "plan_restore",
+           "restore_checkpoint", "roll_back", "short_repr"]
 
 _EXTRA_STATE = "_extra_state"  # the key torch gives a module's get_extra_state() in its state dict
 _FIT_ENTRIES = ("optimizer_states", "loops")
 # Written by every Trainer checkpoint that is not weights-only: without them a resume would not be exact.
 _RESUME_ENTRIES = ("lr_schedulers", "precision", "callbacks", "loggers", "rng")
 
+
+FITTING_WEIGHTS = ("own = model.state_dict(); model.load_state_dict({k: v for k, v in read_checkpoint(path)"
+                   "['state_dict'].items() if k in own and v.shape == own[k].shape}, strict=False)")
 
 def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fitting: bool,
                        configure_optimizers: Callable[[], None] | None = None) -> None:
@@ -142,8 +145,9 @@ def plan_restore(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fit
         plan.fixes.append(f"it was made with the hyperparameters {short_repr(hparams)}: build the model with them "
                           f"(MyModule.load_from_checkpoint(path) does).")
     if plan.problems:
-        plan.fixes.append("To load only the weights that fit: model.load_state_dict(read_checkpoint(path)"
-                          "['state_dict'], strict=False) (xtrain.core.checkpoint_reader), then fit without ckpt_path.")
+        plan.fixes.append(f"To load only the weights that fit (strict=False alone still refuses other shapes): "
+                          f"`{FITTING_WEIGHTS}` (from xtrain.core.checkpoint_reader import read_checkpoint), then fit "
+                          f"without ckpt_path.")
     return plan
 
 

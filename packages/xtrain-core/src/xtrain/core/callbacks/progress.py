@@ -73,7 +73,7 @@ class ProgressBar(Callback):
         elapsed = max(time.monotonic() - self._epoch_start, 1e-9)
         rate = (done - self._first_batch) / elapsed
         remaining = (total - done) / rate if rate > 0 and math.isfinite(total) else math.inf
-        epochs = "" if trainer.max_epochs == -1 else f"/{trainer.max_epochs}"
+        epochs = "" if trainer.max_epochs == -1 else f"/{trainer.max_epochs - 1}"  # 0-based both, as Lightning
         count = f"{done}/{total}" if math.isfinite(total) else f"{done}"
         metrics = _fmt_metrics(trainer.progress_bar_metrics)
         return (f"Epoch {p.epoch}{epochs} {count} step {p.global_step} [{rate:.1f} it/s, "

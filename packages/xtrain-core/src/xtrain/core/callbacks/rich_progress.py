@@ -74,7 +74,7 @@ class RichProgressBar(ProgressBar):
         total = trainer.num_training_batches
         elapsed = max(time.monotonic() - self._epoch_start, 1e-9)
         rate = (p.batches_in_epoch - self._first_batch) / elapsed
-        epochs = "" if trainer.max_epochs == -1 else f"/{trainer.max_epochs}"
+        epochs = "" if trainer.max_epochs == -1 else f"/{trainer.max_epochs - 1}"  # 0-based both, as Lightning
         progress.update(self._task, completed=p.batches_in_epoch, total=total if math.isfinite(total) else None,
                         description=f"Epoch {p.epoch}{epochs} step {p.global_step}", rate=f"{rate:.1f}",
                         metrics=_fmt_metrics(trainer.progress_bar_metrics))

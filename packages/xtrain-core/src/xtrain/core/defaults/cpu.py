@@ -50,7 +50,10 @@ class CPUAccelerator(Accelerator):
                          f"have no indices, so this starts {len(indices)} process(es). Fix: write devices="
                          f"{len(indices)} to say so, or devices=N for N processes.", UserWarning)
         cores = _usable_cores()
-        if len(indices) > cores and os.environ.get("LOCAL_RANK", "0") == "0":
+        # Under torchrun or mpirun the launcher started the processes already (and a count that differs from its
+        # own is an error elsewhere); this process then starts none.
+        started = any(name in os.environ for name in ("LOCAL_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"))
+        if len(indices) > cores and not started:
             warnings.warn(f"devices={devices!r} on accelerator='cpu' starts {len(indices)} processes, but this "
                           f"machine lets this program use {cores} CPU core(s): the processes will compete for them "
                           f"and every step gets slower, not faster. Fix: devices={cores} or fewer (devices=-1 takes "

@@ -28,7 +28,7 @@ from typing_extensions import override
 
 from xtrain.core.defaults.local import find_free_port
 from xtrain.core.environment import ClusterEnvironment
-from xtrain.core.errors import ConfigError, RankFailedError, SIGTERMException
+from xtrain.core.errors import CheckpointError, ConfigError, RankFailedError, SIGTERMException
 from xtrain.core.launcher import Launcher
 from xtrain.strategies._internal.global_state import GlobalState
 from xtrain.strategies._internal.pdeathsig import die_with_parent
@@ -106,6 +106,9 @@ class MultiprocessingLauncher(Launcher):
                     raise
             except ProcessRaisedException as err:
                 rank = node_rank * self.num_processes + err.error_index
+                kept = _kept_error(_error_path(result_path, err.error_index))
+                if kept is not None:  # the same ConfigError/CheckpointError as in one process: except clauses work
+                    raise kept from None
                 raise RankFailedError(rank, str(err).strip()) from None
             except ProcessExitedException as err:
                 if err.exit_code == SIGTERMException.exit_code:  # the ranks saved and stopped on SIGTERM: so does fit
@@ -160,6 +163,9 @@ def _worker(local_rank: int, work: Any, result_path: str, parent_pid: int) -> No
         fn, args, kwargs = work
     try:
         result = fn(*args, **kwargs)
+    except (ConfigError, CheckpointError) as err:  # raised before training or by a restore, alike on every rank
+        _keep_error(err, _error_path(Path(result_path), local_rank))
+        raise
     except KeyboardInterrupt as err:
         # torch's spawn wrapper takes an interrupted rank for one its caller stopped and exits 0, which would read
         # as a finished run; as an error, its traceback reaches the caller (the Trainer here has already ended the
@@ -170,6 +176,25 @@ def _worker(local_rank: int, work: Any, result_path: str, parent_pid: int) -> No
         tmp = f"{result_path}.tmp"
         torch.save(result, tmp)
         os.replace(tmp, result_path)
+
+
+def _error_path(result_path: Path, local_rank: int) -> Path:
+    return result_path.with_name(f"error{local_rank}.pickle")
+
+
+def _keep_error(err: BaseException, path: Path) -> None:
+    """Leave the exception for the caller to raise again (its traceback text alone would reach it)."""
+    with suppress(Exception):
+        path.write_bytes(pickle.dumps(err))
+
+
+def _kept_error(path: Path) -> BaseException | None:
+    """The exception a rank left in the launch's own temporary folder, if it left one."""
+    try:
+        kept = pickle.loads(path.read_bytes())  # written by our own worker, into a folder this launch created
+    except Exception:
+        return None
+    return kept if isinstance(kept, (ConfigError, CheckpointError)) else None
 
 
 class RankInterrupted(Exception):

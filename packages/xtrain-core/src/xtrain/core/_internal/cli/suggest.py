@@ -106,15 +106,31 @@ def closest_names(message: str, parser: Any) -> list[str]:
                                  + " or ".join(f"--{c}" for c in close) + "?")
     for pattern in (_NOT_ACCEPTED, _NOT_EXPECTED):
         for name in pattern.findall(message):
-            close = match(name, _parser_keys(parser))
+            keys = _parser_keys(parser)
+            group = name.rsplit(".", 1)[0] + "." if "." in name else ""
+            siblings = [k[len(group):] for k in keys if k.startswith(group) and "." not in k[len(group):]]
+            # trainer.max_epoch: the closest key of its own group (the group itself is no answer)
+            close = [group + c for c in match(name[len(group):], siblings)] if group and siblings else \
+                match(name, keys)
             if close:
                 hints.append(f"{name!r} is not a valid key; did you mean " + " or ".join(map(repr, close)) + "?")
+            elif siblings:
+                hints.append(f"{name!r} is not a valid key; the keys {'of ' + group[:-1] + ' ' if group else ''}"
+                             f"are {_listing(siblings)}.")
     for class_path, name in _INIT_ARG.findall(message):
         if name == "class_path":
             hints += _misplaced_init_args(message)
             continue
-        close = match(name, _init_args(class_path))
+        valid = _init_args(class_path)
+        close = match(name, valid)
         if close:
             hints.append(f"{class_path} takes no argument {name!r}; did you mean " + " or ".join(map(repr, close))
                          + "?")
+        elif valid:
+            hints.append(f"{class_path} takes no argument {name!r}; its arguments are {_listing(valid)}.")
     return hints + value_hints(message)
+
+
+def _listing(names: list[str], *, most: int = 25) -> str:
+    shown = ", ".join(map(repr, names[:most]))
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")

@@ -29,6 +29,10 @@ from xtrain.core._internal.migrate.rules import Section
 __all__ = ["Binding", "Plan", "Planner"]
 
 
+_READ_KEYWORDS = ("ckpt_path", "resume_from_checkpoint", "checkpoint_path")
+_READ_CALLS = ("load_from_checkpoint", "load", "read_checkpoint")
+
+
 class Planner(cst.CSTVisitor):
     """Fills :attr:`plan` from one visit of a module wrapped with its metadata (``MetadataWrapper.visit``)."""
 
@@ -271,7 +275,19 @@ class Planner(cst.CSTVisitor):
         if self.plan.bindings and in_annotation(node, lambda n: self.get_metadata(ParentNodeProvider, n, None)):
             plan_quoted_annotation(self, self._locals, node)
             return
-        if "lightning_logs" in node.value and self.plan.bindings:
+        if "lightning_logs" in node.value and self.plan.bindings and not self._reads_a_file(node):
             self.plan.replace[node] = node.with_changes(value=node.value.replace("lightning_logs", "xtrain_logs"))
             self.count(rules(Section.BEHAVIOUR)["lightning_logs/"].lightning + " -> xtrain_logs/")
 
+    def _reads_a_file(self, node: cst.SimpleString) -> bool:
+        """A checkpoint the script loads (``ckpt_path=``, ``load_from_checkpoint(path)``) exists where Lightning
+        wrote it: only the directories the run writes to move to ``xtrain_logs``."""
+        arg = self.get_metadata(ParentNodeProvider, node, None)
+        if not isinstance(arg, cst.Arg):
+            return False
+        if arg.keyword is not None:
+            return arg.keyword.value in _READ_KEYWORDS
+        call = self.get_metadata(ParentNodeProvider, arg, None)
+        func = call.func if isinstance(call, cst.Call) else None
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        return name in _READ_CALLS

@@ -402,7 +402,8 @@ RULES: tuple[Rule, ...] = (
     _r(P, "32", "32-true", action=TR),
     _r(P, "64", "64-true", action=TR),
     # -- behaviour -------------------------------------------------------------------------------------------------
-    _r(B, "lightning_logs/", "xtrain_logs/", "the default log directory; path strings are rewritten", action=TR),
+    _r(B, "lightning_logs/", "xtrain_logs/", "the default log directory; paths a run writes to are rewritten, a "
+       "checkpoint it loads keeps its path", action=TR),
     _r(B, "errors", None, "every invalid argument raises xtrain.core.ConfigError (a ValueError) before anything "
                           "starts; the message names the argument, the value, the choices and the fix", action=DOC),
     _r(B, "resume directory", None, "fit(ckpt_path=...) continues the checkpoint's run: loggers write into its "
