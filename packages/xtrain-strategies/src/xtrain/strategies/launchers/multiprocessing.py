@@ -192,8 +192,8 @@ def _kept_error(path: Path) -> BaseException | None:
     """The exception a rank left in the launch's own temporary folder, if it left one."""
     try:
         kept = pickle.loads(path.read_bytes())  # written by our own worker, into a folder this launch created
-    except Exception:
-        return None
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError):
+        return None  # none left (the rank failed otherwise), or one that does not rebuild: the traceback text then
     return kept if isinstance(kept, (ConfigError, CheckpointError)) else None
 
 
