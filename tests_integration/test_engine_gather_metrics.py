@@ -52,4 +52,5 @@ def test_every_sample_is_counted_once_in_the_samplers_order(tmp_path: Path, devi
     assert got["numbers"] == [2.5] * devices
     assert got["ragged"] == [r for r in ranks for _ in range(r + 1)]  # different numbers of rows: rank after rank
     assert got["padded"] == [[[r + 1] * 2] * (r + 1) + [[-1, -1]] * (devices - r - 1) for r in ranks]
+    assert "rank 0 (1, 2), rank 1 (2, 2)" in got["mismatch"] and "pad_across_processes" in got["mismatch"]
     assert got["pad_first"] == [[[0] * (devices - r - 1) + [7] * (r + 1)] * 2 for r in ranks]

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from xtrain.core import Engine
+from xtrain.core import ConfigError, Engine
 
 
 class Ids(Dataset[torch.Tensor]):
@@ -89,6 +89,10 @@ def main(engine: Engine, n: int, batch_size: int) -> dict[str, Any]:
     first = engine.pad_across_processes({"t": torch.full((2, rank + 1), 7)}, dim=1, pad_first=True)
     result["padded"] = engine.all_gather(padded).tolist()
     result["pad_first"] = engine.all_gather(first["t"]).tolist()
+    try:  # different shapes: refused on every rank alike (gloo crashed, or gave another rank's memory)
+        engine.all_gather(torch.zeros(rank + 1, 2))
+    except ConfigError as err:
+        result["mismatch"] = str(err)
     result["world"] = world
     return result
 

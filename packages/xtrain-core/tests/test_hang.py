@@ -156,6 +156,18 @@ def test_the_summary_calls_collectives_that_every_rank_waits_in_mismatched() -> 
     assert "do not match" in text and "rank 0 in barrier" in text and "rank 1 in backward" in text
 
 
+def test_a_save_on_one_rank_only_is_named_as_the_cause() -> None:
+    """Accelerate's save is one rank's torch.save: ported under `if is_global_zero:`, engine.save hangs."""
+    reports = {0: _report(0, "barrier('engine.save') (collective #9 xtrain entered)", "waiting in barrier"),
+               1: _report(1, "backward (the gradient all-reduce)", "waiting in backward")}
+    text = format_summary(reports, world_size=2, reporter=0, reason="no rank made progress", timeout=10.0)
+    assert "barrier('engine.save') waits for every rank: call engine.save/engine.load on every rank" in text
+    assert "is_global_zero" in text
+    same = {r: _report(r, "barrier('engine.save') (collective #9 xtrain entered)", "waiting") for r in (0, 1)}
+    assert "engine.save/engine.load on every rank" not in format_summary(
+        same, world_size=2, reporter=0, reason="no rank made progress", timeout=10.0)
+
+
 def test_innermost_user_frame_of_a_faulthandler_dump() -> None:
     dump = (f'Thread 0x1 (most recent call first):\n  File "{threading.__file__}", line 331 in wait\n'
             '  File "/me/data.py", line 57 in __getitem__\n  File "/me/train.py", line 9 in main\n')

@@ -81,6 +81,22 @@ def test_slurm_ntasks_per_node_must_match_devices(clean: pytest.MonkeyPatch) -> 
         quiet_trainer(strategy="ddp", devices=2, num_nodes=1)
 
 
+@pytest.mark.parametrize("cluster", ["torchrun", "mpirun"])
+def test_devices_auto_takes_the_processes_the_launcher_started(clean: pytest.MonkeyPatch, cluster: str) -> None:
+    """Under torchrun the accelerator's own "auto" (1 on the CPU) was refused against torchrun's 2 processes."""
+    _set(clean, TORCHRUN if cluster == "torchrun" else MPI)
+    s = quiet_trainer().strategy
+    assert (s.name, s.world_size, s.global_rank, s.processes_per_node) == ("ddp", 2, 1, 2)
+
+
+def test_devices_auto_under_slurm_is_not_guessed(clean: pytest.MonkeyPatch) -> None:
+    """A batch script is one process of a job of many tasks: "auto" keeps its meaning, and the mismatch is named."""
+    _set(clean, {**SLURM, "SLURM_NNODES": "1", "SLURM_NTASKS": "2"})
+    assert SLURMEnvironment().processes_per_node() is None
+    with pytest.raises(ConfigError, match=r"devices=1: asks for 1 process\(es\) per node, but SLURM started 2"):
+        quiet_trainer(strategy="ddp")
+
+
 def test_interactive_slurm_allocation_is_not_srun(clean: pytest.MonkeyPatch) -> None:
     _set(clean, {**SLURM, "SLURM_JOB_NAME": "bash"})
     assert not SLURMEnvironment.detect()

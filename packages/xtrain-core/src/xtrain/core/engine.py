@@ -7,6 +7,7 @@ every name, error and behaviour is shared; nothing about hardware is implemented
 from __future__ import annotations
 
 import atexit
+import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
@@ -18,7 +19,7 @@ from typing import Any, Literal, TypeVar, overload
 import torch
 from torch import nn
 
-from xtrain.core._internal.apply import apply_to_tensors, numbers_to_tensors
+from xtrain.core._internal.apply import apply_to_tensors, numbers_to_tensors, other_leaves
 from xtrain.core._internal.data import prepare_dataloader
 from xtrain.core._internal.engine_loader import EngineLoader
 from xtrain.core._internal.engine_module import EngineModule, unwrap
@@ -44,6 +45,7 @@ from xtrain.core.strategy import ReduceOp, Strategy
 __all__ = ["Engine"]
 
 _T = TypeVar("_T")
+_MAX_DIMS = 8  # compared by all_gather's shape check; more dimensions than this are rare and compared up to it
 
 
 class Engine:
@@ -233,9 +235,9 @@ class Engine:
             for opt in prepared:
                 skippable_step(opt, self._nonfinite)
         for opt in prepared:
-            first = next((p for g in opt.param_groups for p in g["params"]), None)
-            owner = next((m for m in self._modules if first is not None and any(p is first for p in m.parameters())),
-                         None)
+            # The module holding any of its parameters: a learnable value of its own (a temperature) may come first.
+            mine = {id(p) for g in opt.param_groups for p in g["params"]}
+            owner = next((m for m in self._modules if any(id(p) in mine for p in m.parameters())), None)
             if owner is not None:
                 self._owners[id(opt)] = owner
         return prepared[0] if len(prepared) == 1 else tuple(prepared)
@@ -278,6 +280,10 @@ class Engine:
 
     def no_backward_sync(self, module: EngineModule, enabled: bool = True) -> AbstractContextManager[Any]:
         """Skip gradient synchronization in backward passes inside this context (gradient accumulation)."""
+        if not isinstance(module, EngineModule):
+            raise ConfigError("module", type(module).__name__, "is not a module engine.setup returned, so the Engine "
+                              "cannot reach the gradient synchronisation wrapped around it.",
+                              fix="pass the module engine.setup returned (model, not model.module).")
         return self._strategy.no_backward_sync(enabled, module=module.forward_module)
 
     def clip_gradients(self, module: EngineModule, optimizer: torch.optim.Optimizer, *,
@@ -295,13 +301,42 @@ class Engine:
     def all_reduce(self, tensor: Any, reduce_op: ReduceOp = "mean") -> Any:
         """Reduce across ranks: a tensor, a plain number, or a nested collection of them (numbers become tensors
         on this rank's device first)."""
-        return apply_to_tensors(numbers_to_tensors(tensor, self.device),
+        return apply_to_tensors(self._sendable("all_reduce", tensor),
                                 lambda t: self._strategy.reduce(t, op=reduce_op))
 
     def all_gather(self, tensor: Any) -> Any:
         """Stack every rank's value along a new first dimension: a tensor, a plain number, or a nested collection
-        of them (numbers become tensors on this rank's device first)."""
-        return apply_to_tensors(numbers_to_tensors(tensor, self.device), self._strategy.all_gather)
+        of them (numbers become tensors on this rank's device first). Every rank must send the same shapes,
+        which is checked first (one small collective): :meth:`pad_across_processes` evens them out, and
+        :meth:`gather_for_metrics` takes rows of any number."""
+        data = self._sendable("all_gather", tensor)
+        if self.world_size > 1:  # different shapes crash gloo, or return another rank's memory: refused on every rank
+            apply_to_tensors(data, self._same_shape_everywhere)
+        return apply_to_tensors(data, self._strategy.all_gather)
+
+    def _same_shape_everywhere(self, tensor: torch.Tensor) -> torch.Tensor:
+        dims = list(tensor.shape)[:_MAX_DIMS]
+        shape = torch.tensor([tensor.ndim, *dims, *[-1] * (_MAX_DIMS - len(dims))], device=tensor.device)
+        shapes = self._strategy.all_gather(shape)
+        if not bool((shapes == shapes[0]).all()):
+            seen = ", ".join(f"rank {r} {tuple(row[1:1 + int(row[0])].tolist())}" for r, row in enumerate(shapes))
+            raise ConfigError("tensor", tuple(tensor.shape), f"has another shape on another rank ({seen}), and "
+                              "engine.all_gather needs the same shape on every rank.",
+                              fix="engine.gather_for_metrics(t) joins rows of any number; "
+                                  "engine.pad_across_processes(t, dim=...) evens another dimension out.")
+        return tensor
+
+    def _sendable(self, method: str, data: Any) -> Any:
+        """``data`` with its numbers as tensors; a string or another object would silently come back as this
+        rank's own value, so it is refused."""
+        converted = numbers_to_tensors(data, self.device)
+        others = other_leaves(converted)
+        if others:
+            raise ConfigError("tensor", others[0], f"is a {type(others[0]).__name__}, which engine.{method} cannot "
+                              "send (only tensors and numbers, in any nesting, travel between ranks).",
+                              fix="gather any picklable object with engine.gather_for_metrics(data, "
+                                  "use_gather_object=True).")
+        return converted
 
     def gather_for_metrics(self, data: Any, *, use_gather_object: bool = False) -> Any:
         """Every rank's evaluation outputs, joined, without the samples the distributed sampler counted twice.
@@ -368,6 +403,10 @@ class Engine:
         Modules are stored unwrapped and optimizers keyed by parameter name, so the checkpoint loads under any
         strategy; a sharding strategy (``fsdp``) writes a directory in which every rank stores its shards.
         """
+        if isinstance(path, Mapping) and isinstance(state, (str, os.PathLike)):
+            raise ConfigError("path", type(path).__name__, "comes first in engine.save(path, state): the arguments "
+                              "are in Accelerate's order (save(obj, f)).",
+                              fix=f"engine.save({str(state)!r}, state), on every rank.")
         self._nonfinite.flush()
         checkpoint: dict[str, Any] = {key: self._state_of(value) for key, value in state.items()}
         refuse_unloadable(checkpoint, path)

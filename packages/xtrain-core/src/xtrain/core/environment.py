@@ -59,6 +59,12 @@ class ClusterEnvironment(ABC):
     def node_rank(self) -> int:
         """This node's rank."""
 
+    def processes_per_node(self) -> int | None:
+        """How many processes the cluster started on this node, when it started them (torchrun's
+        ``--nproc-per-node``); ``None`` when it does not say. ``devices="auto"`` then takes this count, so
+        ``torchrun --nproc-per-node=2 train.py`` needs no ``devices=2`` in the script."""
+        return None
+
     def set_world_size(self, size: int) -> None:
         """Receive the world size computed by the strategy (used by environments that do not know it)."""
 

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import torch
 
-__all__ = ["apply_to_tensors", "move_to_device", "numbers_to_tensors"]
+__all__ = ["apply_to_tensors", "move_to_device", "numbers_to_tensors", "other_leaves"]
 
 _T = TypeVar("_T")
 
@@ -37,6 +37,14 @@ def apply_to_tensors(data: _T, fn: Callable[[torch.Tensor], torch.Tensor]) -> _T
     """Return ``data`` with ``fn`` applied to every tensor in it; other leaves are returned unchanged."""
     return _map_leaves(data, lambda x: fn(x) if isinstance(x, torch.Tensor) else x,  # type: ignore[no-any-return]
                        dataclasses_too=True)
+
+
+def other_leaves(data: Any) -> list[Any]:
+    """The leaves of ``data`` that are neither tensors nor ``None`` (what a collective cannot send)."""
+    found: list[Any] = []
+    _map_leaves(data, lambda x: found.append(x) if x is not None and not isinstance(x, torch.Tensor) else None,
+                dataclasses_too=True)
+    return found
 
 
 def numbers_to_tensors(data: _T, device: torch.device) -> _T:

@@ -63,6 +63,8 @@ def prepare_dataloader(loader: Any, *, distributed: dict[str, int] | None, use_d
         if sampler.replacement or sampler._num_samples is not None:
             return loader
         kwargs = {"shuffle": True, "generator": sampler.generator, "seed": exported_seed(), "pad": pad}
+        if shard is not None and sampler.generator is not None:
+            _warn_generator_unused()
     elif torchs and isinstance(sampler, SequentialSampler):
         kwargs = {"shuffle": False, "pad": pad}
     elif torchs and isinstance(sampler, DistributedSampler):
@@ -91,6 +93,15 @@ def prepare_dataloader(loader: Any, *, distributed: dict[str, int] | None, use_d
         return copy_dataloader(loader, sampler=new_sampler, batch_sampler=seeded, dataset=SeededDataset(loader.dataset))
     return copy_dataloader(loader, sampler=new_sampler,
                  batch_sampler=BatchSampler(new_sampler, batch_sampler.batch_size, batch_sampler.drop_last))
+
+
+def _warn_generator_unused() -> None:
+    from xtrain.core.rank_zero import rank_zero_warn
+
+    rank_zero_warn("DataLoader(generator=...) does not choose the shuffle order under a distributed strategy: every "
+                   "rank must draw the same permutation, so it comes from the seed of seed_everything (as "
+                   "Lightning's DistributedSampler's does; torch.manual_seed does not change it either). Fix: call "
+                   "seed_everything(seed) (engine.seed_everything(seed)) to choose the order.", stacklevel=5)
 
 
 def _split_batch_sampler(loader: DataLoader[Any], batch_sampler: Iterable[Any] | None,

@@ -51,12 +51,22 @@ EQUIVALENTS: dict[str, str] = {
     "process_index": "engine.global_rank",
     "local_process_index": "engine.local_rank",
     "use_distributed": "engine.world_size > 1",
+    "is_last_process": "engine.global_rank == engine.world_size - 1",
+    "on_main_process": "if engine.is_global_zero:  # around the call (a decorator in Accelerate)",
+    "on_local_main_process": "if engine.local_rank == 0:  # around the call (a decorator in Accelerate)",
+    "gather_object": "engine.gather_for_metrics(obj, use_gather_object=True)  # lists are joined",
+    "set_seed": ("engine.seed_everything(seed)  # under ddp it also sets the distributed shuffle order, which "
+                 "torch.manual_seed does not"),
     # Accelerate: the step
     "clip_grad_norm_": "engine.clip_gradients(model, optimizer, max_norm=...)",
     "clip_grad_value_": "engine.clip_gradients(model, optimizer, clip_val=...)",
     "accumulate": _ACCUMULATE,
     "gradient_accumulation_steps": _ACCUMULATE,
     "no_sync": "with engine.no_backward_sync(model):",
+    "sync_gradients": _ACCUMULATE,
+    "unscale_gradients": ("engine.clip_gradients(model, optimizer, max_norm=...) unscales first; gradients are "
+                          "unscaled before optimizer.step() in any case"),
+    "free_memory": "del model, optimizer; gc.collect(); torch.cuda.empty_cache()",
     # Accelerate: checkpoints
     "save_state": _SAVE_STATE,
     "load_state": _SAVE_STATE,

@@ -261,6 +261,9 @@ def _rank_line(report: dict[str, Any]) -> str:
     return line
 
 
+_EVERY_RANK_CALLS = ("barrier('engine.save')", "barrier('engine.load')")
+
+
 def stuck_ranks(reports: dict[int, dict[str, Any]]) -> list[int]:
     """The ranks that are not waiting for other ranks (the culprits of a hang)."""
     return [r for r in sorted(reports) if reports[r]["waiting"] is None]
@@ -283,6 +286,12 @@ def format_summary(reports: dict[int, dict[str, Any]], *, world_size: int, repor
         entered = "; ".join(f"rank {r} in {reports[r]['waiting']}" for r in waiting)
         lines.append(f"Every rank waits in a collective, and they do not match (one that only some ranks call, or "
                      f"calls in another order): {entered}.")
+        calls = {str(reports[r]["waiting"]).split(" (collective #")[0] for r in waiting}
+        alone = sorted(calls & set(_EVERY_RANK_CALLS))
+        if alone and len(calls) > 1:
+            lines.append(f"{', '.join(alone)} waits for every rank: call engine.save/engine.load on every rank, not "
+                         "under `if engine.is_global_zero:` (Accelerate's save(obj, f) is one rank's torch.save; "
+                         "for that, call torch.save there).")
     lines += ["Every thread's stack of each rank is printed above, under 'xtrain hang report: stacks of rank N'.",
               "Every rank now exits with code 1. Raise hang_timeout (Trainer/Engine argument) if this step is just "
               "slow.", "=" * 100, ""]

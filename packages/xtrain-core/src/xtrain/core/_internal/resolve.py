@@ -170,6 +170,16 @@ def _device_indices(acc: Accelerator, accelerator: object, devices: object) -> l
                                   f"(device_count() or parse_devices()).") from err
 
 
+def _launched(devices: object, env: ClusterEnvironment) -> object:
+    """``devices="auto"`` under a launcher that started the processes (torchrun, mpirun, horovodrun): as many as
+    it started on this node, as a user who wrote no count expects (an accelerator's own "auto" is 1 on the CPU).
+    SLURM does not say (a batch script runs one process under a job of many tasks): write ``devices`` there."""
+    if not (isinstance(devices, str) and devices.strip().lower() == "auto" and env.creates_processes_externally):
+        return devices
+    started = env.processes_per_node()
+    return devices if started is None else started
+
+
 def _strategy(strategy: object) -> Strategy | None:
     if isinstance(strategy, Strategy):
         return strategy
@@ -272,7 +282,7 @@ def resolve(*, accelerator: object = "auto", devices: object = "auto", num_nodes
     strat = _strategy(strategy)
     acc = _accelerator(accelerator, strat)
     env = _environment(env_plugin, strat)
-    indices = _device_indices(acc, accelerator, devices)
+    indices = _device_indices(acc, accelerator, _launched(devices, env))
     device_list = [acc.get_device(i) for i in indices]
     if strat is None:
         world = len(indices) * num_nodes

@@ -71,8 +71,13 @@ class HorovodEnvironment(ClusterEnvironment):
         return env_int("HOROVOD_CROSS_RANK", default=0)
 
     @override
+    def processes_per_node(self) -> int | None:
+        return env_int("HOROVOD_LOCAL_SIZE", default=self.world_size())
+
+    @override
     def validate_settings(self, *, num_devices: int, num_nodes: int) -> None:
-        per_node = env_int("HOROVOD_LOCAL_SIZE", default=self.world_size())
+        per_node = self.processes_per_node()
+        assert per_node is not None
         nodes = env_int("HOROVOD_CROSS_SIZE", default=max(self.world_size() // max(per_node, 1), 1))
         check_layout(who="horovodrun", per_node=per_node, nodes=nodes, num_devices=num_devices, num_nodes=num_nodes,
                      per_node_flag="-np", nodes_flag="-H host count")

@@ -66,6 +66,10 @@ class MPIEnvironment(ClusterEnvironment):
     def creates_processes_externally(self) -> bool:
         return True
 
+    @override
+    def processes_per_node(self) -> int | None:
+        return self._local_size()
+
     def _local_size(self) -> int:
         return env_int(*_LOCAL_SIZE, default=self.world_size())
 

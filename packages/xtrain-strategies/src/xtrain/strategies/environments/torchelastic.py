@@ -60,6 +60,10 @@ class TorchElasticEnvironment(ClusterEnvironment):
         return env_int("GROUP_RANK", "NODE_RANK", default=0)
 
     @override
+    def processes_per_node(self) -> int | None:
+        return env_int("LOCAL_WORLD_SIZE", default=0) or None
+
+    @override
     def validate_settings(self, *, num_devices: int, num_nodes: int) -> None:
         per_node = env_int("LOCAL_WORLD_SIZE", default=num_devices)
         world = self.world_size()
