@@ -43,6 +43,8 @@ def test_every_sample_is_counted_once_in_the_samplers_order(tmp_path: Path, devi
     assert got["outer"] == [0, 1, 2, 3, 4]  # and the training pass's own last batch afterwards
     permutation = torch.randperm(samples, generator=torch.Generator().manual_seed(0)).tolist()
     assert got["shuffled"] == permutation  # the distributed sampler's draw (seed 0, epoch 0)
+    shard = -(-samples // devices)  # the padded share of each rank; drop_last drops its partial batch
+    assert got["drop_last"] == list(range(min(samples, shard // batch_size * batch_size * devices)))
     assert sorted(got["buckets"]) == everything  # a custom batch sampler: whole batches, rank after rank
     assert got["objects"] == [f"s{i}" for i in everything]
     assert got["accuracy"] == [(samples + 1) // 2, samples]  # even ids are "correct": exact, not over the padding

@@ -62,6 +62,8 @@ def main(engine: Engine, n: int, batch_size: int) -> dict[str, Any]:
     torch.manual_seed(3)
     shuffled = engine.setup_dataloaders(DataLoader(Ids(n), batch_size=batch_size, shuffle=True))
     result["shuffled"] = ids_of(engine, shuffled)
+    dropping = engine.setup_dataloaders(DataLoader(Ids(n), batch_size=batch_size, drop_last=True))
+    result["drop_last"] = ids_of(engine, dropping)
     result["buckets"] = ids_of(engine, engine.setup_dataloaders(DataLoader(Ids(n), batch_sampler=Buckets(n))))
     words: list[str] = []
     for batch in ordered:

@@ -90,6 +90,10 @@ class EngineLoader:
             return None, False
         layout, sharding = found
         last = not self._finished and self._taken == len(self.loader)
+        batch_sampler = getattr(self.loader, "batch_sampler", None)
+        if layout == "samples" and getattr(batch_sampler, "drop_last", False) and \
+                len(sharding) % batch_sampler.batch_size:  # type: ignore[union-attr]
+            return layout, False  # the share's last sample, the repeat, is in the batch that is dropped
         return layout, last and sharding.ends_with_repeat()
 
     def _user_epoch(self, sampler: Any) -> int | None:
