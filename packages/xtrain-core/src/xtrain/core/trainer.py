@@ -83,7 +83,9 @@ class Trainer(RunLifecycle, StageLoaders, LoopServices, LightningAttributes):
 
     Args:
         accelerator: ``"auto"``, a registered name (``"cpu"``, ``"cuda"``, ...) or an Accelerator.
-        devices: ``"auto"``, a count, ``-1`` (all), a list of indices or a string like ``"0,1"``.
+        devices: ``"auto"``, a count, ``-1`` (all), a list of indices or a string like ``"0,1"``. ``"auto"`` is
+            the accelerator's choice (1 on the CPU, every GPU), or under torchrun, mpirun or horovodrun the number of
+            processes the launcher started on the node.
         num_nodes: Number of machines.
         strategy: ``"auto"``, a registered name (``"ddp"``, ``"fsdp"``, ...) or a Strategy.
         precision: A registered precision name (``"32-true"``, ``"bf16-mixed"``, ...) or a legacy spelling.
