@@ -46,7 +46,14 @@ def test_every_sample_is_counted_once_in_the_samplers_order(tmp_path: Path, devi
     shard = -(-samples // devices)  # the padded share of each rank; drop_last drops its partial batch
     assert got["drop_last"] == list(range(min(samples, shard // batch_size * batch_size * devices)))
     assert sorted(got["buckets"]) == everything  # a custom batch sampler: whole batches, rank after rank
-    assert got["objects"] == [f"s{i}" for i in everything]
+    assert got["objects"] == got["objects_auto"] == [f"s{i}" for i in everything]
+    padded = -(-samples // devices) * devices - samples  # the samples repeated from the start: 0, 1, ...
+    assert got["sums"] == sum(everything) + sum(range(padded))  # batch sums hold real samples: none dropped
+    assert got["per_batch"] == [f"rank{r}" for r in range(devices)]
+    dtypes, fraction, missing = got["refused"]  # on every rank alike (else the ranks would wait for each other)
+    assert "their dtypes differ" in dtypes and "pad_across_processes" in dtypes
+    assert "pad_index=-0.5" in fraction and "integer pad_index" in fraction
+    assert "dim=1: is not a dimension of the tensor on every rank" in missing
     assert got["accuracy"] == [(samples + 1) // 2, samples]  # even ids are "correct": exact, not over the padding
     ranks = range(devices)
     assert got["after_break"] == list(ranks)  # a pass left by break is not trimmed any more

@@ -69,6 +69,15 @@ def main(engine: Engine, n: int, batch_size: int) -> dict[str, Any]:
     for batch in ordered:
         words += engine.gather_for_metrics([f"s{i}" for i in batch.tolist()], use_gather_object=True)
     result["objects"] = words
+    auto: list[str] = []
+    sums: list[torch.Tensor] = []
+    for batch in ordered:
+        auto += engine.gather_for_metrics([f"s{i}" for i in batch.tolist()])  # strings: pickled without being asked
+        sums.append(engine.gather_for_metrics(batch.sum()))  # a 0-dim value per batch: never trimmed
+        per_batch = engine.gather_for_metrics([f"rank{rank}"])  # not one row per sample: nothing dropped
+    result["objects_auto"] = auto
+    result["sums"] = float(torch.cat(sums).sum())
+    result["per_batch"] = per_batch
     correct = total = 0
     for batch in ordered:  # the usual metric: predictions and targets gathered together, then counted
         gathered = engine.gather_for_metrics({"prediction": batch % 2, "target": torch.zeros_like(batch)})
@@ -95,6 +104,16 @@ def main(engine: Engine, n: int, batch_size: int) -> dict[str, Any]:
         engine.all_gather(torch.zeros(rank + 1, 2))
     except ConfigError as err:
         result["mismatch"] = str(err)
+    refused = []
+    for attempt in (lambda: engine.gather_for_metrics(torch.zeros(2, dtype=torch.float32 if rank else torch.int32)),
+                    lambda: engine.pad_across_processes(torch.zeros(2, dtype=torch.long), pad_index=-0.5),
+                    lambda: engine.pad_across_processes(torch.zeros(2, 3) if rank else torch.zeros(2), dim=1)):
+        try:
+            attempt()
+            refused.append("")
+        except ConfigError as err:
+            refused.append(str(err))
+    result["refused"] = refused
     result["world"] = world
     return result
 

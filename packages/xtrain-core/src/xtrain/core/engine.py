@@ -26,7 +26,7 @@ from xtrain.core._internal.engine_module import EngineModule, unwrap
 from xtrain.core._internal.engine_state import refuse_unloadable
 from xtrain.core._internal.hang import DEFAULT_HANG_TIMEOUT, parse_hang_timeout
 from xtrain.core._internal.manifest import write_manifest
-from xtrain.core._internal.metric_gather import gather_objects, gather_rows, pad_to_largest
+from xtrain.core._internal.metric_gather import gather_objects, gather_rows, pad_to_largest, signatures
 from xtrain.core._internal.nonfinite import (
     ENGINE_HINT,
     NonFiniteCheck,
@@ -45,7 +45,6 @@ from xtrain.core.strategy import ReduceOp, Strategy
 __all__ = ["Engine"]
 
 _T = TypeVar("_T")
-_MAX_DIMS = 8  # compared by all_gather's shape check; more dimensions than this are rare and compared up to it
 
 
 class Engine:
@@ -311,19 +310,11 @@ class Engine:
         :meth:`gather_for_metrics` takes rows of any number."""
         data = self._sendable("all_gather", tensor)
         if self.world_size > 1:  # different shapes crash gloo, or return another rank's memory: refused on every rank
-            apply_to_tensors(data, self._same_shape_everywhere)
+            apply_to_tensors(data, self._check_shapes)
         return apply_to_tensors(data, self._strategy.all_gather)
 
-    def _same_shape_everywhere(self, tensor: torch.Tensor) -> torch.Tensor:
-        dims = list(tensor.shape)[:_MAX_DIMS]
-        shape = torch.tensor([tensor.ndim, *dims, *[-1] * (_MAX_DIMS - len(dims))], device=tensor.device)
-        shapes = self._strategy.all_gather(shape)
-        if not bool((shapes == shapes[0]).all()):
-            seen = ", ".join(f"rank {r} {tuple(row[1:1 + int(row[0])].tolist())}" for r, row in enumerate(shapes))
-            raise ConfigError("tensor", tuple(tensor.shape), f"has another shape on another rank ({seen}), and "
-                              "engine.all_gather needs the same shape on every rank.",
-                              fix="engine.gather_for_metrics(t) joins rows of any number; "
-                                  "engine.pad_across_processes(t, dim=...) evens another dimension out.")
+    def _check_shapes(self, tensor: torch.Tensor) -> torch.Tensor:
+        signatures(self._strategy, tensor, method="all_gather", rows_may_differ=False)
         return tensor
 
     def _sendable(self, method: str, data: Any) -> Any:
@@ -352,14 +343,18 @@ class Engine:
         Args:
             data: Tensors, or with ``use_gather_object`` any picklable object (a list of strings, say).
             use_gather_object: Gather by pickling: lists and tuples are joined (repeats dropped), anything else
-                comes back as a list with one entry per rank.
+                comes back as a list with one entry per rank. Data holding strings or other objects is gathered
+                so in any case, as Accelerate does.
         """
         if self.world_size == 1:
             return data
-        layout, repeats = self._passes[-1].share() if self._passes else (None, False)
-        if use_gather_object:
-            return gather_objects(self._strategy, data, layout=layout, repeats=repeats)
-        return gather_rows(self._strategy, numbers_to_tensors(data, self.device), layout=layout, repeats=repeats)
+        layout, repeat = self._passes[-1].share() if self._passes else (None, None)
+        if self._passes:
+            self._passes[-1].warn_unsharded_stream()
+        converted = numbers_to_tensors(data, self.device)
+        if use_gather_object or other_leaves(converted):  # strings and other objects: pickled, as Accelerate does
+            return gather_objects(self._strategy, data, layout=layout, repeat=repeat)
+        return gather_rows(self._strategy, converted, layout=layout, repeat=repeat)
 
     def pad_across_processes(self, data: Any, *, dim: int = 0, pad_index: int | float = 0,
                              pad_first: bool = False) -> Any:

@@ -14,7 +14,7 @@ _PREPARE = ("model, optimizer = engine.setup(model, optimizer)\n"
             "loader = engine.setup_dataloaders(loader)\n"
             "(a learning-rate scheduler needs no setup: build it on the set-up optimizer)")
 _GATHER = ("rows = engine.gather_for_metrics(t)  # concatenated, the sampler's repeated samples dropped\n"
-           "gathered = engine.all_gather(t)       # stacked: (world_size, *t.shape), nothing dropped")
+           "rows = engine.all_gather(t).reshape(-1, *t.shape[1:])  # all_gather stacks; nothing dropped")
 _SAVE_STATE = ('state = {"model": model, "optimizer": optimizer, "scheduler": scheduler, "loader": loader}\n'
                "engine.save(path, state)    # a set-up loader in the state saves its position\n"
                "engine.load(path, state)    # or engine.resume(folder, state): the newest complete checkpoint")
@@ -54,7 +54,7 @@ EQUIVALENTS: dict[str, str] = {
     "is_last_process": "engine.global_rank == engine.world_size - 1",
     "on_main_process": "if engine.is_global_zero:  # around the call (a decorator in Accelerate)",
     "on_local_main_process": "if engine.local_rank == 0:  # around the call (a decorator in Accelerate)",
-    "gather_object": "engine.gather_for_metrics(obj, use_gather_object=True)  # lists are joined",
+    "gather_object": "[x for part in engine.strategy.all_gather_object(obj) for x in part]  # every rank's list",
     "set_seed": ("engine.seed_everything(seed)  # under ddp it also sets the distributed shuffle order, which "
                  "torch.manual_seed does not"),
     # Accelerate: the step

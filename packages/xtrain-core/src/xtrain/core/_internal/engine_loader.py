@@ -16,10 +16,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from torch.utils.data import IterableDataset
 
 from xtrain.core._internal.data import resumable_sampler, set_sampler_epoch
 from xtrain.core._internal.progress_signal import PROGRESS
-from xtrain.core._internal.shard_padding import Layout, sharding_of
+from xtrain.core._internal.shard_padding import Layout, Repeat, sharding_of
+from xtrain.core.rank_zero import rank_zero_warn
 from xtrain.core.strategy import Strategy
 
 __all__ = ["EngineLoader"]
@@ -42,6 +44,7 @@ class EngineLoader:
         self._taken = 0  # batches taken in that pass
         self._finished = True
         self._resume: tuple[int | None, int] | None = None  # (epoch seed, batches to skip) for the next pass
+        self._warned_stream = False
 
     def __len__(self) -> int:
         return len(self.loader)
@@ -77,24 +80,39 @@ class EngineLoader:
             sampler.set_epoch(epoch)
         self._resume = (seed, batches) if batches else None
 
-    def share(self) -> tuple[Layout | None, bool]:
+    def share(self) -> tuple[Layout | None, Repeat]:
         """How this rank's current batch lines up with the other ranks', for gathering evaluation outputs.
 
         The layout is ``"samples"`` when the ranks take every ``world_size``-th sample (a batch's rows interleave
         with the other ranks' rows), ``"batches"`` when they take whole batches (or single items), ``None`` when
-        xtrain did not shard the loader. The flag says whether the current batch ends with a sample (or is a
-        batch) that repeats another rank's, which the sampler added so that every rank runs as many batches.
+        xtrain did not shard the loader. The second value says what in the current batch repeats another rank's
+        (the sampler adds repeats so that every rank runs as many batches): ``None`` nothing, ``"all"`` the whole
+        batch, a number ``n`` the last sample of this batch of ``n`` samples (rows of another count are not
+        per-sample outputs, and nothing of them is dropped).
         """
         found = sharding_of(self.loader)
         if found is None:
-            return None, False
+            return None, None
         layout, sharding = found
-        last = not self._finished and self._taken == len(self.loader)
-        batch_sampler = getattr(self.loader, "batch_sampler", None)
-        if layout == "samples" and getattr(batch_sampler, "drop_last", False) and \
-                len(sharding) % batch_sampler.batch_size:  # type: ignore[union-attr]
-            return layout, False  # the share's last sample, the repeat, is in the batch that is dropped
-        return layout, last and sharding.ends_with_repeat()
+        if self._finished or self._taken != len(self.loader) or not sharding.ends_with_repeat():
+            return layout, None
+        if layout == "batches":
+            return layout, "all"
+        batch_size = self.loader.batch_sampler.batch_size
+        if self.loader.batch_sampler.drop_last and len(sharding) % batch_size:
+            return layout, None  # the share's last sample, the repeat, is in the batch that is dropped
+        return layout, len(sharding) - (len(self.loader) - 1) * batch_size
+
+    def warn_unsharded_stream(self) -> None:
+        """Once per loader: the ranks' rows of an ``IterableDataset`` are the same samples unless it shards itself."""
+        if self._warned_stream or not isinstance(getattr(self.loader, "dataset", None), IterableDataset):
+            return
+        self._warned_stream = True
+        rank_zero_warn("gather_for_metrics over an IterableDataset: xtrain does not split a stream across ranks "
+                       "(only a sampler can be split), so unless the dataset yields each rank its own share, every "
+                       "rank's rows are the same samples and a metric counts each world_size times. Fix: shard it by "
+                       "rank in __iter__ (torch.distributed.get_rank()), or gather from one rank's rows only.",
+                       stacklevel=4)
 
     def _user_epoch(self, sampler: Any) -> int | None:
         target = sampler if sampler is not None else getattr(self.loader, "sampler", None)

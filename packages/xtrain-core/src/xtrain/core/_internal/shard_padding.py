@@ -12,9 +12,10 @@ from typing import Any, Literal, Protocol
 
 from xtrain.core.rank_zero import rank_zero_warn
 
-__all__ = ["Layout", "Sharding", "sharding_of", "warn_repeated_samples"]
+__all__ = ["Layout", "Repeat", "Sharding", "sharding_of", "warn_repeated_samples"]
 
 Layout = Literal["samples", "batches"]
+Repeat = int | Literal["all"] | None  # what of the current batch repeats another rank's: see EngineLoader.share
 
 
 class Sharding(Protocol):
