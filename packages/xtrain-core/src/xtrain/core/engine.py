@@ -334,9 +334,11 @@ class Engine:
 
         As Accelerate's: call it in the loop over a set-up dataloader with a batch's per-sample outputs (predictions,
         targets; a tensor or a nested collection of them). Tensors are concatenated along their first dimension
-        (a 0-dim tensor gives one row per rank), and ranks may have different numbers of rows. In the last batch
-        of a pass, the rows of samples that the sampler repeated to give every rank as many are dropped, so
-        a metric over all the gathered rows counts every sample once. Rows come in the order the sampler drew
+        (a 0-dim tensor gives one row per rank), and ranks may have different numbers of rows; other dimensions
+        and dtypes must agree (checked on every rank). In the last batch of a pass, the rows of samples that the
+        sampler repeated to give every rank as many are dropped, so a metric over all the gathered rows counts
+        every sample once; only per-sample rows are trimmed (as many as the batch's samples: a batch's 0-dim sum
+        holds real samples too and is kept whole). Rows come in the order the sampler drew
         them (the dataset's order for an unshuffled loader) when the ranks take every ``world_size``-th sample;
         a custom batch sampler's batches come rank after rank. In a single process ``data`` is returned as is.
 
