@@ -61,7 +61,10 @@ def test_collectives_refuse_what_they_cannot_send(data: object) -> None:
     assert e.all_gather({"loss": torch.tensor(1.0), "n": 3, "none": None})["n"].tolist() == [3]
 
 
-def test_a_dataloader_generator_that_the_distributed_order_ignores_is_named() -> None:
+def test_a_dataloader_generator_that_the_distributed_order_ignores_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from xtrain.core.rank_zero import rank_zero_only
+
+    monkeypatch.setattr(rank_zero_only, "rank", 0)  # rank 0 warns (an earlier run in this process may have left 1)
     loader = DataLoader(list(range(8)), batch_size=2, shuffle=True, generator=torch.Generator().manual_seed(1))
     with pytest.warns(UserWarning, match=r"DataLoader\(generator=\.\.\.\) does not choose the shuffle order"):
         prepare_dataloader(loader, distributed={"num_replicas": 2, "rank": 0}, use_distributed_sampler=True,
