@@ -11,6 +11,7 @@ comes back through a file in a private temporary directory, so a large state can
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import pickle
@@ -179,22 +180,27 @@ def _worker(local_rank: int, work: Any, result_path: str, parent_pid: int) -> No
 
 
 def _error_path(result_path: Path, local_rank: int) -> Path:
-    return result_path.with_name(f"error{local_rank}.pickle")
+    return result_path.with_name(f"error{local_rank}.json")
 
 
-def _keep_error(err: BaseException, path: Path) -> None:
-    """Leave the exception for the caller to raise again (its traceback text alone would reach it)."""
-    with suppress(Exception):
-        path.write_bytes(pickle.dumps(err))
+_KEPT = {"ConfigError": ConfigError, "CheckpointError": CheckpointError}
 
 
-def _kept_error(path: Path) -> BaseException | None:
-    """The exception a rank left in the launch's own temporary folder, if it left one."""
+def _keep_error(err: ConfigError | CheckpointError, path: Path) -> None:
+    """Leave the exception's class and message for the caller to raise again (its traceback text alone would reach
+    it). Plain JSON: nothing read back can run code."""
+    with suppress(OSError):
+        kind = "ConfigError" if isinstance(err, ConfigError) else "CheckpointError"
+        path.write_text(json.dumps({"kind": kind, "message": str(err)}))
+
+
+def _kept_error(path: Path) -> ConfigError | CheckpointError | None:
+    """The exception a rank left in the launch's own temporary folder, rebuilt from its class and message."""
     try:
-        kept = pickle.loads(path.read_bytes())  # written by our own worker, into a folder this launch created
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError):
-        return None  # none left (the rank failed otherwise), or one that does not rebuild: the traceback text then
-    return kept if isinstance(kept, (ConfigError, CheckpointError)) else None
+        kept = json.loads(path.read_text())
+        return _KEPT[kept["kind"]](str(kept["message"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # none left (the rank failed otherwise): the traceback text then
 
 
 class RankInterrupted(Exception):
