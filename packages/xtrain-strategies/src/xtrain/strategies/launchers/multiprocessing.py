@@ -183,7 +183,8 @@ def _error_path(result_path: Path, local_rank: int) -> Path:
     return result_path.with_name(f"error{local_rank}.json")
 
 
-_KEPT = {"ConfigError": ConfigError, "CheckpointError": CheckpointError}
+_KEPT: dict[str, type[ConfigError] | type[CheckpointError]] = {"ConfigError": ConfigError,
+                                                                "CheckpointError": CheckpointError}
 
 
 def _keep_error(err: ConfigError | CheckpointError, path: Path) -> None:
@@ -198,7 +199,8 @@ def _kept_error(path: Path) -> ConfigError | CheckpointError | None:
     """The exception a rank left in the launch's own temporary folder, rebuilt from its class and message."""
     try:
         kept = json.loads(path.read_text())
-        return _KEPT[kept["kind"]](str(kept["message"]))
+        kind = _KEPT[str(kept["kind"])]
+        return kind(str(kept["message"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None  # none left (the rank failed otherwise): the traceback text then
 
