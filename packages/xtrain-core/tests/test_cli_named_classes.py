@@ -64,7 +64,8 @@ def test_fit_with_trackers_and_a_profiler_named_by_class(tmp_path: Path) -> None
 def test_every_new_class_parses_and_builds_by_bare_name(tmp_path: Path) -> None:
     import yaml
 
-    from xtrain.core._internal.cli.instantiate import class_from_path, instantiate
+    from xtrain.core import Trainer
+    from xtrain.core._internal.cli.instantiate import arguments_of, class_from_path
     from xtrain.core._internal.cli.main import _stage_parser
     from xtrain.core.errors import ConfigError
     from xtrain.core.loggers import MLFlowLogger, WandbLogger
@@ -76,7 +77,7 @@ def test_every_new_class_parses_and_builds_by_bare_name(tmp_path: Path) -> None:
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump({"trainer": trainer, "model": {"class_path": "xtrain.core.testing.TinyClassifier"}}))
     cfg = _stage_parser("fit").parse_args(["--config", str(config)])
-    kwargs = instantiate(cfg.trainer, as_kwargs=True)
+    kwargs = arguments_of(Trainer, cfg.trainer, where="trainer")
     assert [type(x) for x in kwargs["logger"]] == [MLFlowLogger, WandbLogger]
     assert isinstance(kwargs["profiler"], PyTorchProfiler) and kwargs["profiler"].schedule["active"] == 2
     assert class_from_path("AdvancedProfiler") is AdvancedProfiler

@@ -1,7 +1,8 @@
 """A ConfigError or CheckpointError raised in spawned or forked ranks reaches the caller as itself.
 
 Before, the caller got a ``RankFailedError`` holding the traceback text, so ``except ConfigError`` (what the docs
-promise for a doomed run, such as an empty training loader) did not catch it under ``ddp_spawn``."""
+promise for a doomed run, such as an empty training loader) did not catch it under ``ddp_spawn``; nor when one rank
+refused and another, stopped while it waited, was the first failure seen."""
 
 from __future__ import annotations
 
@@ -15,8 +16,15 @@ from xtrain.core.testing import run_processes
 SCRIPT = """
 import sys
 from torch.utils.data import DataLoader
-from xtrain.core import CheckpointError, ConfigError, Trainer
+from xtrain.core import Callback, CheckpointError, ConfigError, Trainer
 from xtrain.core.testing import TinyClassifier, tiny_dataset
+
+
+class OneRankRefuses(Callback):  # rank 1 refuses (its part of a checkpoint); rank 0 waits for it and is stopped
+    def on_fit_start(self, trainer, module):
+        if trainer.global_rank == 1:
+            raise CheckpointError("rank 1 refuses its part")
+        trainer.strategy.barrier()
 
 if __name__ == "__main__":
     options = dict(accelerator="cpu", devices=2, strategy=sys.argv[1], max_epochs=1, logger=False,
@@ -31,6 +39,10 @@ if __name__ == "__main__":
         Trainer(**options).fit(TinyClassifier(), DataLoader(tiny_dataset(64), batch_size=4), ckpt_path="damaged.ckpt")
     except CheckpointError as err:
         print("CAUGHT CheckpointError:", err)
+    try:
+        Trainer(**options, callbacks=[OneRankRefuses()]).fit(TinyClassifier(), DataLoader(tiny_dataset(64), batch_size=4))
+    except CheckpointError as err:
+        print("CAUGHT one rank's CheckpointError:", err)
 """
 
 
@@ -42,4 +54,5 @@ def test_the_callers_except_clause_catches_it(tmp_path: Path, strategy: str) -> 
     assert result.returncodes == [0], result.output
     assert "CAUGHT ConfigError: train_dataloaders=" in result.output and "gets 0 batches" in result.output
     assert "CAUGHT CheckpointError:" in result.output and "damaged.ckpt" in result.output
+    assert "CAUGHT one rank's CheckpointError: rank 1 refuses its part" in result.output
     assert "RankFailedError" not in result.output

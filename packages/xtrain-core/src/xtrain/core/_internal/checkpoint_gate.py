@@ -95,6 +95,7 @@ def read_full_file(path: str | Path, *, verify: bool = True, map_location: Any =
     if not file.is_file():
         raise CheckpointError(f"checkpoint {str(file)!r} does not exist (or is not a file).")
     try:
+        _refuse_foreign(file)
         verified = verify_zip(file) if verify else True
         loaded = torch.load(file, map_location=map_location, weights_only=True)
     except CheckpointError:
@@ -124,6 +125,20 @@ def read_full_file(path: str | Path, *, verify: bool = True, map_location: Any =
                                   f"another tool since), so it cannot be verified. {UNVERIFIED_FIX}")
     check_checkpoint_hparams(loaded, str(file))
     return loaded
+
+
+def _refuse_foreign(file: Path) -> None:
+    """A file that is neither a ``torch.save`` zip archive nor torch's legacy format (a pickle) is no checkpoint: say
+    so, rather than what torch's reader makes of its first bytes (an image is not a hostile pickle)."""
+    with file.open("rb") as f:
+        head = f.read(8)
+    if not head:
+        raise CheckpointError(f"checkpoint {str(file)!r} is empty (0 bytes): its save never wrote it. Resume from an "
+                              f"earlier checkpoint.")
+    if not head.startswith((b"PK\x03\x04", b"\x80")):
+        raise CheckpointError(f"checkpoint {str(file)!r} is not a checkpoint file, or its first bytes are damaged: it "
+                              f"is not a torch.save archive (it begins with {head!r}). Pass a .ckpt that Trainer.fit, "
+                              f"ModelCheckpoint or torch.save wrote.")
 
 
 def _refusal(err: BaseException) -> str:

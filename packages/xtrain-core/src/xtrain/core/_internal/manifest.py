@@ -8,6 +8,7 @@ field is checked for type before anything uses it.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib.metadata
 from typing import TYPE_CHECKING, Any
@@ -110,6 +111,13 @@ def check_manifest(meta: Any, path: str) -> dict[str, Any]:
     if not isinstance(meta, dict):
         raise CheckpointError(f"checkpoint {path!r}: its 'xtrain' manifest is a {type(meta).__name__}, not a dict; "
                               f"the file is corrupted or was not written by xtrain.")
+    unknown = sorted(str(key) for key in meta if key not in _FIELDS)
+    if unknown:  # a damaged key ("checksumr") would otherwise drop its field silently: checksums off
+        close = difflib.get_close_matches(unknown[0], _FIELDS, n=1)
+        raise CheckpointError(f"checkpoint {path!r}: its manifest has the entry {unknown[0]!r}"
+                              + (f" (a damaged {close[0]!r}?)" if close else "") + f", which format version "
+                              f"{FORMAT_VERSION} does not have (it has {', '.join(_FIELDS)}): the file is corrupted, or "
+                              f"was written by a newer xtrain-core (pip install -U xtrain-core).")
     for field, (kind, required) in _FIELDS.items():
         if field not in meta:
             if required:
@@ -120,6 +128,10 @@ def check_manifest(meta: Any, path: str) -> dict[str, Any]:
         if not isinstance(value, kind) or isinstance(value, bool):
             raise CheckpointError(f"checkpoint {path!r}: its manifest's {field!r} is {value!r} "
                                   f"({type(value).__name__}), not a {_name(kind)}; the file is corrupted.")
+    sums = meta.get("checksums")
+    if isinstance(sums, str) and sums not in (ALGORITHM, "none"):
+        raise CheckpointError(f"checkpoint {path!r}: its manifest's 'checksums' is {sums!r}, neither {ALGORITHM!r} "
+                              f"nor 'none'; the file is corrupted.")
     if meta["format_version"] > FORMAT_VERSION:
         raise CheckpointError(f"checkpoint {path!r} has format version {meta['format_version']}; this xtrain-core "
                               f"reads up to {FORMAT_VERSION}. Upgrade: pip install -U xtrain-core")

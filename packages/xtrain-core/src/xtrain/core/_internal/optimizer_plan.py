@@ -8,6 +8,8 @@ anything is loaded (see :mod:`~xtrain.core._internal.restore_plan`).
 
 from __future__ import annotations
 
+import inspect
+import math
 from typing import Any
 
 import torch
@@ -23,6 +25,9 @@ _TORCH_SHAPED = frozenset({"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "exp_inf",
 # Flags of torch.optim groups that need a per-parameter state field once a step was taken.
 _FLAG_FIELDS = {"amsgrad": "max_exp_avg_sq"}
 _NOT_CAPTURABLE = frozenset({"cpu", "mps"})  # devices torch's capturable optimizer steps refuse
+# How a torch.optim optimizer runs, not what it computes: left out when its constructor checks the hyperparameters
+# (fused=True needs parameters on an accelerator).
+_IMPLEMENTATION = frozenset({"foreach", "fused", "capturable", "differentiable"})
 
 
 def optimizer_problems(where: str, state: Any, optimizer: torch.optim.Optimizer, named: dict[int, str]) -> list[str]:
@@ -64,6 +69,10 @@ def optimizer_problems(where: str, state: Any, optimizer: torch.optim.Optimizer,
         # A missing hyperparameter (lr, betas, or a scheduler's max_lr that OneCycleLR reads every step) fails
         # the first step. Flags (a bool or None) that an older torch did not save are filled in on load, and
         # torch itself handles param_names.
+        refused = _constructor_refuses(optimizer, saved) if not retyped and not flipped else None
+        if refused:
+            problems.append(f"{where} group {j}: {type(optimizer).__name__} refuses these hyperparameters when it is "
+                            f"built ({refused})")
         absent = [str(k) for k, v in live.items() if k not in saved and k != "param_names"
                   and not (v is None or isinstance(v, bool))]
         if absent:
@@ -114,6 +123,8 @@ def optimizer_problems(where: str, state: Any, optimizer: torch.optim.Optimizer,
                 problems.append(f"{where}: {name}.{field}: a {type(value).__name__}")
             elif field == "step" and isinstance(value, torch.Tensor) and value.numel() != 1:
                 problems.append(f"{where}: {name}.step: a tensor of shape {tuple(value.shape)}, not one count")
+            elif field == "step" and not _a_count(value):
+                problems.append(f"{where}: {name}.step: {_number(value)}, not a count of steps taken")
             elif isinstance(value, torch.Tensor) and value.shape != param.shape and (
                     field in shaped or (value.dim() and _not_reduced(value, param))):
                 problems.append(f"{where}: {name}.{field}: checkpoint {tuple(value.shape)} vs parameter "
@@ -140,6 +151,31 @@ def _flag_problems(where: str, groups: list[dict[str, Any]], states: dict[Any, A
             problems.append(f"{where} group {j}: capturable=True, which torch's optimizers refuse for parameters on "
                             f"{', '.join(devices)} (the checkpoint's flags replace the optimizer's)")
     return problems
+
+
+def _number(step: Any) -> float:
+    return float(step)
+
+
+def _a_count(step: Any) -> bool:
+    """Whether a saved ``step`` (a number or a one-element tensor) counts steps: finite and not negative."""
+    return 0 <= _number(step) < math.inf
+
+
+def _constructor_refuses(optimizer: torch.optim.Optimizer, saved: dict[str, Any]) -> str | None:
+    """What torch's own optimizer refuses in ``saved``'s hyperparameters when built (``betas=(5.0, 0.999)``), as
+    its constructor says it; loading skips those checks. Only torch.optim's classes are built: a third party's may
+    allocate or communicate in its constructor."""
+    cls = type(optimizer)
+    if not cls.__module__.startswith("torch.optim"):
+        return None
+    accepted = inspect.signature(cls.__init__).parameters
+    hyper = {k: v for k, v in saved.items() if k in accepted and k not in _IMPLEMENTATION and k != "params"}
+    try:
+        cls([torch.zeros(1, requires_grad=True)], **hyper)
+    except (ValueError, TypeError, RuntimeError) as err:
+        return str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+    return None
 
 
 def _state_kind(value: Any) -> str:

@@ -18,7 +18,7 @@ import math
 import pickle
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -38,15 +38,31 @@ _ALLOWED: dict[str, set[str]] = {
     "pathlib": {"PosixPath", "WindowsPath", "PurePosixPath", "PureWindowsPath", "Path"},
 }
 _MAX_METADATA = 256 * 2**20
+_LOAD_BUILD: Any = vars(pickle._Unpickler)["load_build"]
 
 
-class _Unpickler(pickle.Unpickler):
+class _Unpickler(pickle._Unpickler):
+    """Resolves only :data:`_ALLOWED`, and fills in (``BUILD``) only instances of DCP's own classes: ``BUILD`` on a
+    class object would ``setattr`` on the class for the whole process (``PosixPath.is_symlink = ...``)."""
+
+    dispatch: ClassVar[dict[int, Any]] = dict(pickle._Unpickler.dispatch)
+
     def find_class(self, module: str, name: str) -> Any:
         if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
             return getattr(torch, name)
         if name in _ALLOWED.get(module, ()):
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"{module}.{name} is not part of DCP's metadata")
+
+    def _load_build(self) -> None:
+        target = vars(self)["stack"][-2]  # the Python unpickler's stack: under the state BUILD applies
+        module = type(target).__module__
+        if isinstance(target, type) or not module.startswith(_DCP) or type(target).__name__ not in _ALLOWED[module]:
+            raise pickle.UnpicklingError(f"the pickle sets the state of a {type(target).__name__}, not of an "
+                                         f"instance of DCP's metadata classes")
+        _LOAD_BUILD(self)
+
+    dispatch[pickle.BUILD[0]] = _load_build
 
 
 def load_metadata(file: Path, *, checkpoint: str) -> Any:

@@ -107,13 +107,16 @@ class MultiprocessingLauncher(Launcher):
                     raise
             except ProcessRaisedException as err:
                 rank = node_rank * self.num_processes + err.error_index
-                kept = _kept_error(_error_path(result_path, err.error_index))
+                kept = self._kept(result_path, err.error_index)
                 if kept is not None:  # the same ConfigError/CheckpointError as in one process: except clauses work
                     raise kept from None
                 raise RankFailedError(rank, str(err).strip()) from None
             except ProcessExitedException as err:
                 if err.exit_code == SIGTERMException.exit_code:  # the ranks saved and stopped on SIGTERM: so does fit
                     raise SIGTERMException from None
+                kept = self._kept(result_path, err.error_index)
+                if kept is not None:  # one rank refused (a restore), and the others were stopped
+                    raise kept from None
                 # A rank stopped by the watchdog may be seen first; a rank that raised left its traceback in its
                 # error file, and that rank is the cause.
                 raised = _raised(context.error_files)
@@ -125,6 +128,15 @@ class MultiprocessingLauncher(Launcher):
             if not result_path.exists():
                 return None
             return torch.load(result_path, weights_only=False)  # our own file, written by rank 0 just now
+
+    def _kept(self, result_path: Path, first: int) -> ConfigError | CheckpointError | None:
+        """The ConfigError/CheckpointError a local rank left, ``first``'s before the others': the rank that raised it
+        need not be the first seen to fail (one rank refuses a restore, the others are stopped waiting for it)."""
+        for rank in (first, *(i for i in range(self.num_processes) if i != first)):
+            kept = _kept_error(_error_path(result_path, rank))
+            if kept is not None:
+                return kept
+        return None
 
     def _package(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # A plain pickle copies tensors; torch.multiprocessing would share their memory between all ranks.

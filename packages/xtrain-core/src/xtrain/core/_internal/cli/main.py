@@ -123,17 +123,20 @@ def _raw_formatter() -> Any:
 
 def _optimizer_patch(module: Any, optimizer: Any, scheduler: Any) -> None:
     """Make ``configure_optimizers`` build the optimizer (and scheduler) given on the command line."""
+    import torch
     from jsonargparse import Namespace
 
-    from xtrain.core._internal.cli.instantiate import class_from_path
+    from xtrain.core._internal.cli.instantiate import subclass_from_path
 
     def configure() -> Any:
         opt_cfg = optimizer.as_dict() if isinstance(optimizer, Namespace) else optimizer
-        opt = class_from_path(opt_cfg["class_path"])(module.parameters(), **opt_cfg.get("init_args", {}))
+        opt_class = subclass_from_path(opt_cfg["class_path"], (torch.optim.Optimizer,), "optimizer")
+        opt = opt_class(module.parameters(), **opt_cfg.get("init_args", {}))
         if scheduler is None:
             return opt
         sch_cfg = scheduler.as_dict() if isinstance(scheduler, Namespace) else scheduler
-        sched = class_from_path(sch_cfg["class_path"])(opt, **sch_cfg.get("init_args", {}))
+        schedulers = (torch.optim.lr_scheduler.LRScheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
+        sched = subclass_from_path(sch_cfg["class_path"], schedulers, "lr_scheduler")(opt, **sch_cfg.get("init_args", {}))
         return {"optimizer": opt, "lr_scheduler": sched}
 
     module.configure_optimizers = configure
@@ -152,7 +155,7 @@ def build_objects(stage_parser: Any, cfg: Any, *, model_class: type | None = Non
     """
     import random
 
-    from xtrain.core._internal.cli.instantiate import instantiate
+    from xtrain.core._internal.cli.instantiate import arguments_of
     from xtrain.core.seed import seed_everything
     from xtrain.core.trainer import Trainer
 
@@ -162,29 +165,35 @@ def build_objects(stage_parser: Any, cfg: Any, *, model_class: type | None = Non
         cfg.seed_everything = seed
     if seed is not False:
         seed_everything(int(seed))
-    parts: dict[str, Callable[[Any], Any]] = {"model": lambda c: _build_part(c, model_class)}
+    from xtrain.core.datamodule import DataModule
+    from xtrain.core.module import TrainModule
+
+    parts: dict[str, Callable[[Any], Any]] = {"model": lambda c: _build_part(c, model_class, TrainModule, "model")}
     if cfg.get("data"):
-        parts["data"] = lambda c: _build_part(c, data_class)
+        parts["data"] = lambda c: _build_part(c, data_class, DataModule, "data")
     built = build_in_order(links or [], cfg, parts)
     module, data = built["model"], built.get("data")
-    trainer_kwargs = instantiate(cfg.trainer, as_kwargs=True)
+    trainer_class = trainer_class or Trainer
+    trainer_kwargs = arguments_of(trainer_class, cfg.trainer, where="trainer")
     callbacks = trainer_kwargs.get("callbacks") or []
     callbacks = [*(callbacks if isinstance(callbacks, (list, tuple)) else [callbacks]), *(extra_callbacks or [])]
     if save_config is not None:
         callbacks.append(save_config(stage_parser, cfg))
     trainer_kwargs["callbacks"] = callbacks
-    trainer = (trainer_class or Trainer)(**trainer_kwargs)
+    trainer = trainer_class(**trainer_kwargs)
     if with_optimizer and cfg.get("optimizer"):
         _optimizer_patch(module, cfg.optimizer, cfg.get("lr_scheduler"))
     return module, data, trainer
 
 
-def _build_part(cfg: Any, cls: type | None) -> Any:
-    from xtrain.core._internal.cli.instantiate import instantiate
+def _build_part(cfg: Any, cls: type | None, base: type, key: str) -> Any:
+    """The model or data module: ``cls`` built from its arguments, or the ``class_path`` the config names (a
+    subclass of ``cls``, else of ``base``)."""
+    from xtrain.core._internal.cli.instantiate import arguments_of, instantiate
 
     if cls is not None and "class_path" not in (cfg.as_dict() if hasattr(cfg, "as_dict") else cfg):
-        return cls(**instantiate(cfg, as_kwargs=True))
-    return instantiate(cfg)
+        return cls(**arguments_of(cls, cfg, where=key))
+    return instantiate(cfg, base=cls or base, where=key)
 
 
 def _run_stage(parser: Any, stage: str, cfg: Any) -> int:
