@@ -147,3 +147,23 @@ def test_mpirun_is_installed_or_the_mpi_test_says_why() -> None:
     if shutil.which("mpirun") is None:
         pytest.skip("mpirun is not installed (apt-get install openmpi-bin libopenmpi-dev)")
     assert subprocess.run(["mpirun", "--version"], capture_output=True, check=False).returncode == 0
+
+
+def test_only_an_error_a_peers_death_can_cause_waits_for_a_childs_exit_code() -> None:
+    """Rank 0's own error ended the job 3-7 s late: the launcher waited a second for a child to blame, twice (the
+    strategy's on_exception, then the uncaught exception's hook), before the interpreter's final collection."""
+    import torch.distributed as dist
+
+    from xtrain.strategies.launchers.subprocess_script import _may_be_a_peers_death
+
+    assert not _may_be_a_peers_death(ValueError("a bug in training_step"))
+    assert not _may_be_a_peers_death(KeyError("loss"))
+    assert _may_be_a_peers_death(RuntimeError("[../gloo/transport/tcp/pair.cc:534] Connection closed by peer"))
+    assert _may_be_a_peers_death(dist.DistBackendError("NCCL communicator was aborted"))
+    try:
+        try:
+            raise ConnectionResetError("reset")
+        except ConnectionResetError as cause:
+            raise RuntimeError("the all-reduce failed") from cause
+    except RuntimeError as chained:
+        assert _may_be_a_peers_death(chained)

@@ -236,6 +236,11 @@ class Strategy(ABC):
     def on_exception(self, exception: BaseException) -> None:
         """Called when training raised, before the process exits (distributed strategies tell the other ranks)."""
 
+    def before_fit_validation(self) -> None:
+        """Called on every rank before each validation inside ``fit`` (the sanity check too), which every rank
+        enters at the same point. The default does nothing; DDP makes rank 0's buffers (BatchNorm statistics)
+        every rank's, as its forward does and as Lightning's validation through the DDP wrapper sees them."""
+
     # -- the step path ------------------------------------------------------------------------------------------
     def batch_to_device(self, batch: _T) -> _T:
         """Move a batch (tensors nested in lists, tuples, dicts, dataclasses) to :attr:`root_device`."""

@@ -485,6 +485,7 @@ class Trainer(RunLifecycle, StageLoaders, LoopServices, LightningAttributes):
         self._val_last_batch = self._progress.batches_in_epoch
         if self._val_clock is not None:
             self._val_clock.reset()
+        self.strategy.before_fit_validation()
         run_evaluation(self, "validate", self._eval_loaders, self._val_limits)
 
     def _after_optimizer_step(self, stepped: bool = True, log_count: int | None = None) -> None:

@@ -33,6 +33,7 @@ from xtrain.core.errors import ConfigError
 from xtrain.core.launcher import Launcher
 from xtrain.core.parallel import ParallelStrategy
 from xtrain.core.strategy import StepName
+from xtrain.strategies._internal.averaging import broadcast_from_zero
 from xtrain.strategies._internal.caller_failure import report_caller_failure
 from xtrain.strategies._internal.gradients import all_reduce_gradients
 from xtrain.strategies._internal.redirect import StepRedirect, call_step
@@ -143,6 +144,13 @@ class DDPStrategy(ParallelStrategy):
             return call_step(self.model, name, *args, **kwargs)
 
     @override
+    def before_fit_validation(self) -> None:
+        # DDP broadcasts buffers at each forward in training; validation calls the module itself, so without this a
+        # rank validates with its own BatchNorm statistics (rank 0's plus its last batch's update).
+        if self.broadcast_buffers and self.world_size > 1 and isinstance(self._model, DistributedDataParallel):
+            broadcast_from_zero(list(self.module.buffers()))
+
+    @override
     def backward(self, loss: torch.Tensor) -> None:
         self.precision.backward(loss)
         if self._manual_step and self._sync_manual and self.world_size > 1:
@@ -167,7 +175,7 @@ class DDPStrategy(ParallelStrategy):
 
     @override
     def on_exception(self, exception: BaseException) -> None:
-        report_caller_failure(self._launcher)
+        report_caller_failure(self._launcher, exception)
         super().on_exception(exception)
 
     def __repr__(self) -> str:

@@ -164,7 +164,7 @@ class HorovodStrategy(ParallelStrategy):
 
     @override
     def on_exception(self, exception: BaseException) -> None:
-        report_caller_failure(self._launcher)
+        report_caller_failure(self._launcher, exception)
         super().on_exception(exception)
 
     # -- the step path ----------------------------------------------------------------------------------------------

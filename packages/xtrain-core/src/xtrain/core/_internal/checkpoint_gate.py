@@ -105,7 +105,10 @@ def read_full_file(path: str | Path, *, verify: bool = True, map_location: Any =
             f"checkpoint {str(file)!r} holds objects that are not plain tensors or containers, so it was refused "
             f"unread (weights_only=True) and nothing in it was executed ({_refusal(err)}). Do not load a file you did "
             f"not write with weights_only=False: that runs whatever it holds. If you wrote it yourself with custom "
-            f"objects, store them as tensors, numbers, strings, lists or dicts instead."
+            f"objects, store them as tensors, numbers, strings, lists or dicts instead; a Lightning checkpoint whose "
+            f"save_hyperparameters recorded an object (a module, a functools.partial) is such a file: if you trust "
+            f"it, read it yourself (ckpt = torch.load(path, weights_only=False)) and load ckpt['state_dict'] into "
+            f"your model with load_state_dict."
         ) from None
     except OSError as err:
         raise _damaged(file, err) from None

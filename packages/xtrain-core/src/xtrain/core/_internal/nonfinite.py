@@ -156,8 +156,12 @@ class NonFiniteCheck:
     def _warn(self, loss: torch.Tensor, step: int, epoch: int, batch_idx: int) -> None:
         self.found = f"at step {step} (epoch {epoch}, batch {batch_idx})"
         rank = f" on rank {self._rank}" if self._gather is not None else ""
+        # Without a sync (warn mode), each rank sees its own loss: a NaN on one rank reaches the others' weights
+        # through the gradient all-reduce and their losses a step later, so the earliest rank's warning is the start.
+        ranks = (" (each rank warns of its own first one; the lowest step among the ranks' warnings is where it "
+                 "started)") if self._gather is not None else ""
         value = loss.detach().float().reshape(-1)[0].item()
-        warn_at_user(f"the training loss became non-finite (loss={value}){rank} {self.found}; training goes on "
+        warn_at_user(f"the training loss became non-finite (loss={value}){rank} {self.found}{ranks}; training goes on "
                      f"(on_nonfinite_loss='warn'), and the weights are probably NaN from there. "
                      f"on_nonfinite_loss='raise' stops before such a step is applied, 'skip' skips it. {self.hint}",
                      UserWarning)

@@ -222,6 +222,7 @@ class RunLifecycle(StageLoaders, LoopServices):
             rng = collect_rng_states()
             self.sanity_checking = True
             self._hooks.call_callbacks("on_sanity_check_start")
+            trainer.strategy.before_fit_validation()
             run_evaluation(trainer, "sanity_check", self._eval_loaders, limits)
             self._hooks.call_callbacks("on_sanity_check_end")
             self.sanity_checking = False

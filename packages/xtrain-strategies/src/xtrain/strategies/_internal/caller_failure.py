@@ -8,7 +8,7 @@ from xtrain.strategies.launchers import SubprocessScriptLauncher
 __all__ = ["report_caller_failure"]
 
 
-def report_caller_failure(launcher: Launcher | None) -> None:
+def report_caller_failure(launcher: Launcher | None, error: BaseException) -> None:
     """End the ranks a :class:`SubprocessScriptLauncher` started instead of waiting for them; others: nothing to do."""
     if isinstance(launcher, SubprocessScriptLauncher):
-        launcher.caller_failed()
+        launcher.caller_failed(error)

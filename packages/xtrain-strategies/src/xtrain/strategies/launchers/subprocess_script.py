@@ -16,6 +16,7 @@ the group after a failure (:mod:`xtrain.strategies._internal.supervisor`).
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import signal
 import subprocess
@@ -38,6 +39,7 @@ _POLL_S = 0.1
 _SIGTERM_STOP = SIGTERMException.exit_code
 _SIGINT_STOP = 128 + signal.SIGINT  # the shell's code for a job ended by Ctrl-C
 _CAUSE_WINDOW_S = 1.0
+_PEER_WORDS = ("connection", "gloo", "nccl", "broken pipe", "peer", "socket", "timed out", "timeout")
 
 
 def reexec_command(*, strategy: str = "ddp") -> list[str]:
@@ -108,14 +110,18 @@ class SubprocessScriptLauncher(Launcher):
         self.launched = True
         return fn(*args, **kwargs)
 
-    def caller_failed(self) -> None:
-        """Rank 0 (this process) raised.
+    def caller_failed(self, error: BaseException | None = None) -> None:
+        """Rank 0 (this process) raised ``error``.
 
         If a child died first (rank 0's collective then fails with "connection closed"), the child is the cause:
         report it and exit with its code. Otherwise rank 0's own traceback is the one to show, so the watcher
-        stays quiet and the children are ended at exit.
+        stays quiet and the children are ended at exit. Only an error a peer's death can cause (a failed
+        collective) waits for a child's exit code; rank 0's own error (a bug in its step) ends the job at once.
         """
-        deadline = time.monotonic() + _CAUSE_WINDOW_S
+        if self._caller_failed:  # told already (the strategy's on_exception, then the uncaught exception's hook)
+            return
+        window = _CAUSE_WINDOW_S if error is None or _may_be_a_peers_death(error) else 0.0
+        deadline = time.monotonic() + window
         while self.procs and time.monotonic() < deadline:
             for index, proc in enumerate(self.procs, start=1):
                 code = proc.poll()
@@ -221,12 +227,29 @@ class SubprocessScriptLauncher(Launcher):
             self._watcher.join(timeout=1.0)
 
 
+def _may_be_a_peers_death(error: BaseException) -> bool:
+    """Whether ``error`` is what a collective raises when another rank's process is gone (torch's distributed
+    errors, gloo's or NCCL's "connection closed"), as opposed to rank 0's own failure."""
+    import torch.distributed as dist
+
+    chain: BaseException | None = error
+    while chain is not None:
+        text = str(chain).lower()
+        if isinstance(chain, (dist.DistError, ConnectionError, TimeoutError)) or any(w in text for w in _PEER_WORDS):
+            return True
+        chain = chain.__cause__ or chain.__context__
+    return False
+
+
 def _chain_excepthook(launcher: SubprocessScriptLauncher) -> None:
     """An uncaught exception in rank 0 ends its children at exit instead of waiting for them."""
     previous = sys.excepthook
 
     def hook(*exc_info: Any) -> None:
-        launcher.caller_failed()
+        launcher.caller_failed(exc_info[1])
         previous(*exc_info)
+        # The interpreter's last garbage collection walks every object torch and the run made (about a second
+        # here) while the job's exit code waits; a failed run's cyclic garbage needs no collecting on the way out.
+        gc.freeze()
 
     sys.excepthook = hook

@@ -416,7 +416,34 @@ RULES: tuple[Rule, ...] = (
        action=DOC),
     _r(B, "checkpoints", None, "saved at safe points (after an optimizer step or a finished epoch) and resumed "
                                "exactly, mid-epoch included; loaded with weights_only=True, so hyperparameters "
-                               "that are not plain values are left out with a warning", action=DOC),
+                               "that are not plain values are left out with a warning when xtrain saves. A "
+                               "Lightning checkpoint whose save_hyperparameters recorded objects (an nn.Module, a "
+                               "functools.partial) is refused unread: if you wrote it and trust it, read it yourself "
+                               "(torch.load(path, weights_only=False)) and load its \"state_dict\" into the model",
+       action=DOC),
+    _r(B, "Lightning checkpoints", None, "load_from_checkpoint reads their weights and hyperparameters; "
+                                         "fit(ckpt_path=...) does not resume them (their optimizer and loop states "
+                                         "are Lightning's) and says so: load the weights, then fit without "
+                                         "ckpt_path, which restarts the optimizer, schedulers and step count",
+       action=DOC),
+    _r(B, "checkpoint file names", None, "a \"/\" in a ModelCheckpoint filename template (\"{val/loss:.2f}\") "
+                                         "becomes \"_\" (val_loss=0.12.ckpt); Lightning writes a subfolder "
+                                         "(val/loss=0.12.ckpt)", action=DOC),
+    _r(B, "callback state keys", None, "a checkpoint's \"callbacks\" entries are keyed "
+                                       "ModelCheckpoint[monitor=...,mode=...] (Lightning: "
+                                       "ModelCheckpoint{'monitor': ..., 'mode': ...}), and xtrain's own callbacks "
+                                       "(ModelSummary, LearningRateMonitor) have entries too; code reading "
+                                       "ckpt[\"callbacks\"] by key should look the key up by its class name",
+       action=DOC),
+    _r(B, "schedulers in an epoch-end checkpoint", None, "the checkpoint written at an epoch's end holds the "
+                                                         "schedulers after that epoch's step (ReduceLROnPlateau "
+                                                         "included: last_epoch one higher than Lightning's file); "
+                                                         "each framework resumes its own files exactly",
+       action=DOC),
+    _r(B, "ddp validation and buffers", None, "validation inside fit uses rank 0's buffers (BatchNorm statistics) "
+                                              "on every rank, as Lightning's does through the DDP wrapper; "
+                                              "DDPStrategy(broadcast_buffers=False) keeps each rank's own",
+       action=DOC),
     _r(B, "default checkpointing", None, "also writes last.ckpt, so ckpt_path=\"last\" works after a crash",
        action=DOC),
     _r(B, "callback order", None, "callbacks, then the module's hook, then checkpointing and early stopping (so "
