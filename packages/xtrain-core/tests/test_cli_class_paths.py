@@ -20,21 +20,20 @@ from xtrain.core._internal.cli.main import _stage_parser, build_objects
 from xtrain.core.errors import ConfigError
 
 MODULE = """
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from xtrain.core.testing import TinyClassifier
 
-if TYPE_CHECKING:
-    from collections import OrderedDict
-
 
 class Model(TinyClassifier):
     def __init__(self, extra: dict | None = None, anything: Any = None, untyped=None,
-                 head: torch.nn.Module | None = None, hidden: "OrderedDict | None" = None) -> None:
+                 head: torch.nn.Module | None = None, hidden: "NoSuchThing | None" = None,
+                 records: list[dict] | None = None, layers: list[torch.nn.Module] | None = None) -> None:
         super().__init__()
         self.extra, self.anything, self.untyped, self.head, self.hidden = extra, anything, untyped, head, hidden
+        self.records, self.layers = records, layers
 """
 
 
@@ -110,3 +109,98 @@ def test_an_alias_bomb_in_a_config_is_refused_before_it_expands(tmp_path: Path) 
     with pytest.raises(Exception, match="more than the 10,000 allowed") as refused:
         _stage_parser("fit").parse_args(["--config", str(config)])
     assert "write each value out once" in str(refused.value)
+
+
+def test_list_items_are_judged_by_the_lists_item_annotation(models: Path) -> None:
+    import torch
+
+    module = _build(models, {"records": [_payload(models)],
+                             "layers": [{"class_path": "torch.nn.ReLU"},
+                                        {"class_path": "torch.nn.Linear", "init_args": {"in_features": 2,
+                                                                                        "out_features": 2}}]})
+    assert module.records == [_payload(models)]
+    assert [type(layer) for layer in module.layers] == [torch.nn.ReLU, torch.nn.Linear]
+    assert not (models.parent / "PWNED").exists()
+
+
+def test_annotations_imported_for_type_checking_only_resolve(tmp_path: Path) -> None:
+    """xtrain's strategies import Accelerator and the others under TYPE_CHECKING: a nested accelerator was refused."""
+    from xtrain.core._internal.cli.instantiate import instantiate
+    from xtrain.core.defaults.cpu import CPUAccelerator
+    from xtrain.core.strategy import Strategy
+
+    built = instantiate({"class_path": "xtrain.core.defaults.single_device.SingleDeviceStrategy",
+                         "init_args": {"accelerator": {"class_path": "xtrain.core.defaults.cpu.CPUAccelerator"}}},
+                        base=Strategy, where="trainer.strategy")
+    assert isinstance(built.accelerator, CPUAccelerator)
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    from xtrain.core._internal.cli.main import run
+
+    code = run(argv)
+    return code, capsys.readouterr().err
+
+
+def test_a_callable_naming_a_dangerous_function_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """``lr_lambda: os._exit`` ended the run silently with exit code 0; ``builtins.print`` was called each epoch."""
+    monkeypatch.chdir(tmp_path)
+    for target in ("os._exit", "builtins.print"):
+        config = tmp_path / "c.yaml"
+        config.write_text(yaml.safe_dump({
+            "model": {"class_path": "xtrain.core.testing.TinyClassifier"},
+            "data": {"class_path": "xtrain.core.testing.TinyData"},
+            "trainer": {"max_steps": 1, "logger": False, "default_root_dir": str(tmp_path / "run")},
+            "optimizer": {"class_path": "torch.optim.SGD", "init_args": {"lr": 0.1}},
+            "lr_scheduler": {"class_path": "torch.optim.lr_scheduler.LambdaLR", "init_args": {"lr_lambda": target}}}))
+        code, err = _run(["fit", "--config", str(config)], capsys)
+        assert code == 2 and target in err and "not allowed" in err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("value", [
+    "{a0: &a0 [x,x,x,x,x,x,x,x,x,x], " + ", ".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]"
+                                                      for i in range(1, 6)) + "}",
+    "[" * 20000 + "]" * 20000,
+])
+def test_a_command_line_value_that_expands_or_nests_too_far_is_refused(tmp_path: Path, value: str,
+                                                                       capsys: pytest.CaptureFixture[str],
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """jsonargparse reads a typed value with its own loader, past the config files' bounds (gigabytes, or a
+    RecursionError traceback)."""
+    monkeypatch.chdir(tmp_path)
+    code, err = _run(["fit", "--model", "xtrain.core.testing.TinyClassifier", "--trainer.plugins", value], capsys)
+    assert code == 2 and ("more than the 10,000 allowed" in err or "nested too deeply" in err)
+
+
+def test_a_file_beside_the_config_does_not_replace_an_installed_module(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str],
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "colorsys.py").write_text("raise SystemExit('the config folder shadowed colorsys')\n")
+    config = tmp_path / "c.yaml"
+    config.write_text("model: {class_path: xtrain.core.testing.TinyClassifier}\n")
+    with pytest.raises(SystemExit) as printed:  # --print_config prints and exits 0
+        _run(["fit", "--config", str(config), "--print_config"], capsys)
+    assert printed.value.code == 0
+    assert sys.path.index(str(tmp_path)) > sys.path.index(next(p for p in sys.path if "site-packages" in p))
+
+
+def test_reduce_lr_on_plateau_from_a_config_monitors_its_metric(tmp_path: Path) -> None:
+    from xtrain.core.cli import ReduceLROnPlateau
+
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({
+        "model": {"class_path": "xtrain.core.testing.TinyClassifier"},
+        "trainer": {"logger": False},
+        "optimizer": {"class_path": "torch.optim.SGD", "init_args": {"lr": 0.1}},
+        "lr_scheduler": {"class_path": "xtrain.core.cli.ReduceLROnPlateau",
+                         "init_args": {"monitor": "val_loss", "patience": 2}}}))
+    cfg = _stage_parser("fit").parse_args(["--config", str(config)])
+    module, _, _ = build_objects(_stage_parser("fit"), cfg, save_config=None)
+    configured = module.configure_optimizers()
+    scheduler = configured["lr_scheduler"]
+    assert scheduler["monitor"] == "val_loss" and isinstance(scheduler["scheduler"], ReduceLROnPlateau)
+    assert scheduler["scheduler"].patience == 2

@@ -143,3 +143,19 @@ def test_checkpoints_keep_only_hyperparameters_a_weights_only_load_reads(tmp_pat
     assert kept == {"dtype": torch.bfloat16, "sizes": (3, 4), "n": 3}
     save_file({"hyper_parameters": kept}, tmp_path / "h.ckpt")
     assert read_checkpoint(tmp_path / "h.ckpt")["hyper_parameters"] == kept
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_an_hparams_file_that_is_no_regular_file_is_refused_without_reading(tmp_path: Path, kind: str) -> None:
+    """A FIFO blocked forever and /dev/zero grew without end: both report a size of 0 bytes."""
+    import os
+
+    path = tmp_path / "hparams.yaml"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path.symlink_to("/dev/zero")
+    else:
+        path.mkdir()
+    with pytest.raises(CheckpointError, match=r"hparams\.yaml' is not a regular file"):
+        read_hparams_file(path)

@@ -9,13 +9,15 @@ from xtrain.core._internal.lazy_names import lazy_getattr
 
 if TYPE_CHECKING:
     from xtrain.core._internal.cli.app import XtrainCLI
+    from xtrain.core._internal.cli.plateau import ReduceLROnPlateau
     from xtrain.core._internal.cli.save_config import SaveConfigCallback
 
-__all__ = ["SaveConfigCallback", "XtrainCLI", "main"]
+__all__ = ["ReduceLROnPlateau", "SaveConfigCallback", "XtrainCLI", "main"]
 
 
 # jsonargparse is imported only by those who use the CLI classes.
-__getattr__ = lazy_getattr(__name__, {"XtrainCLI": "app", "SaveConfigCallback": "save_config"},
+__getattr__ = lazy_getattr(__name__, {"XtrainCLI": "app", "SaveConfigCallback": "save_config",
+                                      "ReduceLROnPlateau": "plateau"},
                            package="xtrain.core._internal.cli")
 
 

@@ -83,12 +83,20 @@ def read_hparams_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError("hparams_file", str(path), "is not a hyperparameters file xtrain reads.",
                           choices=HPARAMS_SUFFIXES, fix="pass the run's hparams.yaml (its logger writes it).")
     try:
+        if file.exists() and not file.is_file():  # a FIFO blocks forever, /dev/zero never ends; both have 0 bytes
+            raise CheckpointError(f"hparams_file {str(file)!r} is not a regular file (a directory, a device or a "
+                                  f"pipe). Pass the hparams.yaml of the run (in its logger's directory).")
         size = file.stat().st_size
         if size > _LARGEST:
             raise CheckpointError(f"hparams_file {str(file)!r} is {size} bytes; a hyperparameters file is a few "
                                   f"kilobytes (at most {_LARGEST}). Check the path: it should be the run's "
                                   f"hparams.yaml.")
-        text = file.read_text(encoding="utf-8")
+        with file.open("rb") as f:
+            raw = f.read(_LARGEST + 1)  # at most what its size said: it may have grown since
+        if len(raw) > _LARGEST:
+            raise CheckpointError(f"hparams_file {str(file)!r} holds more than {_LARGEST} bytes; a hyperparameters "
+                                  f"file is a few kilobytes. Check the path: it should be the run's hparams.yaml.")
+        text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise CheckpointError(f"hparams_file {str(file)!r} cannot be read ({type(err).__name__}: {err}). Pass the "
                               f"hparams.yaml of the run (in its logger's directory), or drop hparams_file to use "

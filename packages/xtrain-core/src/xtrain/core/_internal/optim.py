@@ -61,7 +61,9 @@ def _scheduler(value: Any) -> SchedulerConfig:
     if config.needs_metric and config.monitor is None:
         raise ConfigError("configure_optimizers", type(config.scheduler).__name__,
                           "ReduceLROnPlateau needs a metric to monitor.",
-                          fix="return {'scheduler': sched, 'monitor': 'val_loss'} as the lr_scheduler.")
+                          fix="return {'scheduler': sched, 'monitor': 'val_loss'} as the lr_scheduler (in a CLI "
+                              "config: lr_scheduler: {class_path: xtrain.core.cli.ReduceLROnPlateau, init_args: "
+                              "{monitor: val_loss}}).")
     return config
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -129,14 +130,19 @@ class XtrainCLI:
         (as argparse, and LightningCLI)."""
         from argparse import ArgumentError
 
+        from xtrain.core._internal.cli.strict_yaml import enforce_import_policy, expansion_problem
         from xtrain.core._internal.cli.suggest import closest_names
 
+        argv = sys.argv[1:] if args is None else list(args) if not isinstance(args, Mapping) else []
+        enforce_import_policy()
+        problem = expansion_problem([*argv, *(v for k, v in os.environ.items() if k.startswith("XTRAIN_"))])
         try:
+            if problem is not None:
+                raise ArgumentError(None, problem)
             if isinstance(args, Mapping):
                 return parser.parse_object(dict(args))
             return parser.parse_args(args)
         except ArgumentError as err:
-            argv = sys.argv[1:] if args is None else list(args) if not isinstance(args, Mapping) else []
             stage = next((a for a in argv if a in _STAGES), "fit")
             parser.print_usage(sys.stderr)
             print("\n".join([f"{parser.prog}: error: {err}", *closest_names(str(err), stage_parser(stage))]),

@@ -78,6 +78,14 @@ def _hints(cls: type) -> dict[str, Any]:
         return typing.get_type_hints(init)
     except Exception:  # noqa: BLE001 - one bad annotation (NameError, TypeError...): resolve the others one by one
         pass
+    try:  # jsonargparse's resolver, which reads the module's TYPE_CHECKING imports as it does when parsing
+        from jsonargparse._postponed_annotations import get_types
+
+        resolved = get_types(init)
+        if not any(isinstance(hint, (str, typing.ForwardRef)) for hint in resolved.values()):
+            return resolved
+    except Exception:  # noqa: BLE001 - a private helper of jsonargparse: absent or failing, resolve by hand
+        pass
     found: dict[str, Any] = {}
     scope = getattr(init, "__globals__", {})
     for name, param in inspect.signature(init).parameters.items():
@@ -120,8 +128,26 @@ def _build(value: Any, hint: Any, where: str) -> Any:
         cls = subclass_from_path(path, bases, where)
         return cls(**_arguments(cls, fields.get("init_args"), f"{where}.init_args."))
     if isinstance(value, list):
-        return [_build(v, hint, f"{where}[{i}]") for i, v in enumerate(value)]
+        item = _element(hint) if hint is not _UNRESOLVED else hint
+        return [_build(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
     return value
+
+
+def _is_container(hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    return (isinstance(origin, type) and issubclass(origin, abc.Iterable)
+            and not issubclass(origin, (str, bytes, abc.Mapping)))
+
+
+def _element(hint: Any) -> Any:
+    """What the items of a list given for ``hint`` are: ``X`` for ``list[X]``, ``Iterable[X]``, ``X | list[X]``..."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        items = [_element(arg) for arg in typing.get_args(hint) if _is_container(arg)]
+        return typing.Union[tuple(items)] if items else hint  # noqa: UP007 - built from a tuple of types
+    if _is_container(hint):
+        args = tuple(arg for arg in typing.get_args(hint) if arg is not Ellipsis)
+        return typing.Union[args] if args else Any  # noqa: UP007
+    return hint
 
 
 def _arguments(cls: Any, args: Any, prefix: str) -> dict[str, Any]:

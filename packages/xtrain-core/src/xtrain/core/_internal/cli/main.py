@@ -5,8 +5,9 @@ The model and datamodule are chosen by ``class_path``/``init_args``; every Train
 ``--lr_scheduler`` pick torch classes; ``--config`` files (repeatable) are merged in order; ``--print_config`` shows
 the resolved configuration, which is also saved beside the run's logs as ``config.yaml``.
 
-The directory of each ``--config`` file and the working directory are put on ``sys.path``, so a model defined next to
-its config is found by its module name.
+The directory of each ``--config`` file and the working directory are put on ``sys.path`` (last, so they never replace
+a module of the standard library or an installed package), so a model defined next to its config is found by its
+module name.
 """
 
 from __future__ import annotations
@@ -137,7 +138,8 @@ def _optimizer_patch(module: Any, optimizer: Any, scheduler: Any) -> None:
         sch_cfg = scheduler.as_dict() if isinstance(scheduler, Namespace) else scheduler
         schedulers = (torch.optim.lr_scheduler.LRScheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
         sched = subclass_from_path(sch_cfg["class_path"], schedulers, "lr_scheduler")(opt, **sch_cfg.get("init_args", {}))
-        return {"optimizer": opt, "lr_scheduler": sched}
+        monitor = getattr(sched, "monitor", None)  # xtrain.core.cli.ReduceLROnPlateau's metric
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "monitor": monitor} if monitor else sched}
 
     module.configure_optimizers = configure
 
@@ -250,13 +252,19 @@ def run(argv: list[str]) -> int:
     from xtrain.core.errors import CheckpointError, ConfigError
 
     for path in [os.getcwd(), *_config_dirs(argv)]:
-        if path not in sys.path:
-            sys.path.insert(0, path)
+        if path not in sys.path:  # after the standard library and the installed packages: a file beside a config
+            sys.path.append(path)  # (random.py, types.py) must not replace a module torch imports
     wants_help = not argv or argv[0] in ("-h", "--help")
     parser = _root_parser(with_catalogue=wants_help)
     if not argv:
         parser.print_help()
         return 0
+    from xtrain.core._internal.cli.strict_yaml import enforce_import_policy, expansion_problem
+
+    enforce_import_policy()
+    problem = expansion_problem([*argv, *(v for k, v in os.environ.items() if k.startswith("XTRAIN_"))])
+    if problem is not None:
+        return _refused(argv, problem)
     try:
         cfg = parser.parse_args(argv)
     except ArgumentError as err:

@@ -121,6 +121,8 @@ RULES: tuple[Rule, ...] = (
     _r(N, f"{_PL}.cli.SaveConfigCallback", "xtrain.core.cli.SaveConfigCallback", "the same options and "
                                                                                "save_config hook"),
     _r(N, f"{_UT}.cli.LightningCLI", "xtrain.core.cli.XtrainCLI", "Lightning 1.x location of LightningCLI"),
+    _r(N, f"{_PL}.cli.ReduceLROnPlateau", "xtrain.core.cli.ReduceLROnPlateau", "ReduceLROnPlateau with monitor, "
+                                                                              "for a config's lr_scheduler"),
     _r(N, f"{_PL}.cli.LightningArgumentParser", None, "use jsonargparse.ArgumentParser"),
     _r(N, f"{_PL}.core.mixins.HyperparametersMixin", None, "TrainModule and DataModule have save_hyperparameters"),
     _r(N, f"{_CB}.TQDMProgressBar", "xtrain.core.callbacks.ProgressBar", "refresh_rate (batches) becomes "
