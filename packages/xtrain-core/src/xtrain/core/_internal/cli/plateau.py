@@ -17,10 +17,11 @@ class ReduceLROnPlateau(torch.optim.lr_scheduler.ReduceLROnPlateau):
     and the CLI passes it on: ``lr_scheduler: {class_path: xtrain.core.cli.ReduceLROnPlateau, init_args: {monitor:
     val_loss, patience: 3}}``.
 
+    The arguments after ``monitor`` are torch's, with its defaults.
+
     Args:
         optimizer: The optimizer (the CLI passes it).
         monitor: The logged key whose value the scheduler steps on (e.g. ``"val_loss"``).
-        mode, factor, patience, threshold, threshold_mode, cooldown, min_lr, eps: torch's.
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, monitor: str, mode: Literal["min", "max"] = "min",
