@@ -137,7 +137,7 @@ class ReplicaStrategy(ParallelStrategy):
     @override
     def on_exception(self, exception: BaseException) -> None:
         self._failed = True
-        report_caller_failure(self._launcher)
+        report_caller_failure(self._launcher, exception)
         super().on_exception(exception)
 
     @override

@@ -137,7 +137,7 @@ class FSDPStrategy(ParallelStrategy):
 
     @override
     def on_exception(self, exception: BaseException) -> None:
-        report_caller_failure(self._launcher)
+        report_caller_failure(self._launcher, exception)
         super().on_exception(exception)
 
     @override
