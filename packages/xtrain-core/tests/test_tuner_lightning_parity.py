@@ -249,3 +249,21 @@ def test_lr_find_without_a_rate_attribute_is_refused_before_training() -> None:
     assert module.sizes == []
     result = Tuner(_trainer()).lr_find(module, num_training=10, update_attr=False)
     assert len(result.lrs) == 10
+
+
+class HparamsData(DataModule):
+    """The batch size only in ``hparams`` (``save_hyperparameters()``), as Lightning's templates keep it."""
+
+    def __init__(self, batch_size: int = 2) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+
+    def train_dataloader(self) -> DataLoader[Any]:
+        return DataLoader(tiny_dataset(64), batch_size=self.hparams.batch_size)
+
+
+def test_scale_batch_size_finds_and_sets_a_batch_size_kept_in_hparams() -> None:
+    """An outside trial: 'batch_arg_name is not an attribute' where Lightning found datamodule.hparams.batch_size."""
+    data = HparamsData()
+    found = Tuner(_trainer()).scale_batch_size(TinyClassifier(), datamodule=data, max_trials=3)
+    assert found == 8 and data.hparams.batch_size == 8 and not hasattr(data, "batch_size")

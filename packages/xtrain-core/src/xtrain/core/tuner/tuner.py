@@ -156,17 +156,19 @@ class Tuner:
                 raise ConfigError(name, value, "must be a positive int.", fix=f"write {name}=3.")
         if not isinstance(margin, (int, float)) or not 0 <= margin < 1:
             raise ConfigError("margin", margin, "must be a fraction in [0, 1).", fix="write margin=0.05 (5%).")
-        holder: Any = datamodule if datamodule is not None and hasattr(datamodule, batch_arg_name) else model
-        if not hasattr(holder, batch_arg_name):
-            raise ConfigError("batch_arg_name", batch_arg_name, f"is not an attribute of {type(model).__name__}"
+        # As Lightning: the data module's attribute or hparams key first, then the module's.
+        holder: Any = datamodule if datamodule is not None and _has(datamodule, batch_arg_name) else model
+        if not _has(holder, batch_arg_name):
+            raise ConfigError("batch_arg_name", batch_arg_name, f"is neither an attribute nor an hparams key of "
+                              f"{type(model).__name__}"
                               f"{' or ' + type(datamodule).__name__ if datamodule is not None else ''}.",
-                              fix=f"store the batch size in self.{batch_arg_name} and build {_hook(method)}() "
-                                  "from it.")
-        original = getattr(holder, batch_arg_name)
+                              fix=f"store the batch size in self.{batch_arg_name} (or save_hyperparameters() it) "
+                                  f"and build {_hook(method)}() from it.")
+        original = _get_attr(holder, batch_arg_name)
         trainer = self.trainer
 
         def trial(size: int) -> int | None:
-            setattr(holder, batch_arg_name, size)
+            _set_attr(holder, batch_arg_name, size)
             run = run_trial(trainer, model, [], method=method, steps=steps_per_trial, max_epochs=trainer.max_epochs,
                             limit_train_batches=1.0, datamodule=datamodule)
             return dataset_length(run, method)
@@ -176,7 +178,7 @@ class Tuner:
                 found, _ = find_batch_size(trial, mode=mode, init_val=init_val, max_trials=max_trials,
                                            max_val=max_val, margin=margin)
             finally:
-                setattr(holder, batch_arg_name, original)
+                _set_attr(holder, batch_arg_name, original)
         _set_attr(holder, batch_arg_name, found)
         return found
 
@@ -217,6 +219,11 @@ def _lr_attr(model: TrainModule, attr_name: str) -> str:
                       "'learning_rate' (as an attribute or in hparams) to write the suggestion to.",
                       fix="pass attr_name='<the attribute configure_optimizers reads the rate from>', store the rate "
                           "in self.lr, or pass update_attr=False.")
+
+
+def _get_attr(obj: Any, name: str) -> Any:
+    """``name`` as an attribute, else from ``hparams`` (where :func:`_has` found it)."""
+    return getattr(obj, name) if hasattr(obj, name) else obj.hparams[name]
 
 
 def _set_attr(obj: Any, name: str, value: Any) -> None:

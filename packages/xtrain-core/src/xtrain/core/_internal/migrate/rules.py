@@ -442,6 +442,13 @@ RULES: tuple[Rule, ...] = (
                                                          "included: last_epoch one higher than Lightning's file); "
                                                          "each framework resumes its own files exactly",
        action=DOC),
+    _r(B, "StochasticWeightAveraging with BatchNorm", None, "the module fit returns has the statistics recomputed "
+                                                            "for the averaged weights, as Lightning's; the "
+                                                            "checkpoints written during fit hold the average with "
+                                                            "the statistics of training (Lightning updates them in an "
+                                                            "extra epoch it also saves). Save the final module with "
+                                                            "trainer.save_checkpoint(\"final.ckpt\") after fit",
+       action=DOC),
     _r(B, "ddp validation and buffers", None, "validation inside fit uses rank 0's buffers (BatchNorm statistics) "
                                               "on every rank, as Lightning's does through the DDP wrapper; "
                                               "DDPStrategy(broadcast_buffers=False) keeps each rank's own",
