@@ -47,6 +47,9 @@ def models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _build(models: Path, init_args: dict[str, Any]) -> Any:
+    from xtrain.core._internal.cli.strict_yaml import enforce_import_policy
+
+    enforce_import_policy()  # as the command does before it parses (process-wide: the order of tests must not matter)
     config = models.parent / "config.yaml"
     config.write_text(yaml.safe_dump({
         "trainer": {"logger": False, "enable_checkpointing": False, "default_root_dir": str(models.parent / "run")},
@@ -57,12 +60,24 @@ def _build(models: Path, init_args: dict[str, Any]) -> Any:
 
 
 def _payload(models: Path) -> dict[str, Any]:
-    return {"class_path": "os.system", "init_args": {"command": f"touch {models.parent / 'PWNED'}"}}
+    """A class outside jsonargparse's import denylist, which refuses ``os.system`` itself (see the test below)."""
+    return {"class_path": "string.Template", "init_args": {"template": str(models.parent / "PWNED")}}
 
 
 def test_a_class_path_under_a_dict_parameter_stays_data(models: Path) -> None:
     module = _build(models, {"extra": _payload(models)})
     assert module.extra == _payload(models)
+
+
+def test_os_system_in_a_config_never_runs(models: Path) -> None:
+    """The trial's payload: refused by the import denylist the command enforces, under any annotation."""
+    from argparse import ArgumentError
+
+    payload = {"class_path": "os.system", "init_args": {"command": f"touch {models.parent / 'PWNED'}"}}
+    for parameter in ("extra", "anything", "untyped", "hidden"):
+        with pytest.raises((ArgumentError, ConfigError)) as refused:
+            _build(models, {parameter: payload})
+        assert "os.system" in str(refused.value)
     assert not (models.parent / "PWNED").exists()
 
 
@@ -75,9 +90,8 @@ def test_a_class_path_where_no_class_is_declared_is_refused(models: Path, parame
     with pytest.raises(ConfigError) as refused:
         _build(models, {parameter: _payload(models)})
     message = str(refused.value)
-    assert f"model.init_args.{parameter}" in message and "os.system" in message and said in message
+    assert f"model.init_args.{parameter}" in message and "string.Template" in message and said in message
     assert "annotate the parameter with the class it takes" in message
-    assert not (models.parent / "PWNED").exists()
 
 
 def test_a_declared_class_is_built_with_its_own_arguments_checked(models: Path) -> None:
@@ -120,7 +134,6 @@ def test_list_items_are_judged_by_the_lists_item_annotation(models: Path) -> Non
                                                                                         "out_features": 2}}]})
     assert module.records == [_payload(models)]
     assert [type(layer) for layer in module.layers] == [torch.nn.ReLU, torch.nn.Linear]
-    assert not (models.parent / "PWNED").exists()
 
 
 def test_annotations_imported_for_type_checking_only_resolve(tmp_path: Path) -> None:

@@ -120,7 +120,9 @@ class SubprocessScriptLauncher(Launcher):
         """
         if self._caller_failed:  # told already (the strategy's on_exception, then the uncaught exception's hook)
             return
-        window = _CAUSE_WINDOW_S if error is None or _may_be_a_peers_death(error) else 0.0
+        # Ctrl-C reaches every rank of the process group: the children's exit (and its report) is part of it.
+        waits = error is None or isinstance(error, KeyboardInterrupt) or _may_be_a_peers_death(error)
+        window = _CAUSE_WINDOW_S if waits else 0.0
         deadline = time.monotonic() + window
         while self.procs and time.monotonic() < deadline:
             for index, proc in enumerate(self.procs, start=1):
