@@ -39,7 +39,10 @@ _POLL_S = 0.1
 _SIGTERM_STOP = SIGTERMException.exit_code
 _SIGINT_STOP = 128 + signal.SIGINT  # the shell's code for a job ended by Ctrl-C
 _CAUSE_WINDOW_S = 1.0
-_PEER_WORDS = ("connection", "gloo", "nccl", "broken pipe", "peer", "socket", "timed out", "timeout")
+# Words of the errors a collective raises when another rank is gone (gloo, NCCL, MPI, Horovod's "has been shut
+# down ... on one of the ranks"); a false match only costs the wait.
+_PEER_WORDS = ("connection", "gloo", "nccl", "mpi", "horovod", "shut down", "rank", "process group", "collective",
+               "broken pipe", "peer", "socket", "closed", "reset", "abort", "timed out", "timeout")
 
 
 def reexec_command(*, strategy: str = "ddp") -> list[str]:
@@ -94,6 +97,7 @@ class SubprocessScriptLauncher(Launcher):
         self.procs: list[subprocess.Popen[bytes]] = []
         self.launched = False
         self._caller_failed = False
+        self._waited = False  # caller_failed waited for a child's exit code already
         self._watcher: threading.Thread | None = None
 
     @override
@@ -110,19 +114,21 @@ class SubprocessScriptLauncher(Launcher):
         self.launched = True
         return fn(*args, **kwargs)
 
-    def caller_failed(self, error: BaseException | None = None) -> None:
-        """Rank 0 (this process) raised ``error``.
+    def caller_failed(self, error: BaseException | None = None, *, at_exit: bool = False) -> None:
+        """Rank 0 (this process) raised ``error`` (``at_exit``: seen by the uncaught-exception hook, after teardown).
 
         If a child died first (rank 0's collective then fails with "connection closed"), the child is the cause:
         report it and exit with its code. Otherwise rank 0's own traceback is the one to show, so the watcher
         stays quiet and the children are ended at exit. Only an error a peer's death can cause (a failed
-        collective) waits for a child's exit code; rank 0's own error (a bug in its step) ends the job at once.
+        collective) waits for a child's exit code, once; rank 0's own error (a bug in its step) ends the job at once.
+        Ctrl-C reaches every rank, which end their own run and say so: it waits each time, for their report.
         """
-        if self._caller_failed:  # told already (the strategy's on_exception, then the uncaught exception's hook)
-            return
-        # Ctrl-C reaches every rank of the process group: the children's exit (and its report) is part of it.
-        waits = error is None or isinstance(error, KeyboardInterrupt) or _may_be_a_peers_death(error)
-        window = _CAUSE_WINDOW_S if waits else 0.0
+        if isinstance(error, KeyboardInterrupt):
+            window = _CAUSE_WINDOW_S
+        elif self._waited or not (error is None or _may_be_a_peers_death(error)):
+            window = 0.0
+        else:
+            window, self._waited = _CAUSE_WINDOW_S, True
         deadline = time.monotonic() + window
         while self.procs and time.monotonic() < deadline:
             for index, proc in enumerate(self.procs, start=1):
@@ -248,10 +254,11 @@ def _chain_excepthook(launcher: SubprocessScriptLauncher) -> None:
     previous = sys.excepthook
 
     def hook(*exc_info: Any) -> None:
-        launcher.caller_failed(exc_info[1])
+        launcher.caller_failed(exc_info[1], at_exit=True)
         previous(*exc_info)
-        # The interpreter's last garbage collection walks every object torch and the run made (about a second
-        # here) while the job's exit code waits; a failed run's cyclic garbage needs no collecting on the way out.
-        gc.freeze()
+        if not isinstance(exc_info[1], KeyboardInterrupt):  # Ctrl-C: the ranks' interruption reports come meanwhile
+            # The interpreter's last garbage collection walks every object torch and the run made (about a second
+            # here) while the job's exit code waits; a failed run's cyclic garbage needs no collecting on the way out.
+            gc.freeze()
 
     sys.excepthook = hook
