@@ -26,6 +26,7 @@ from typing_extensions import override
 
 from xtrain.core._internal import collective_check
 from xtrain.core._internal.attempt_store import attempt_store
+from xtrain.core._internal.error_chain import in_chain
 from xtrain.core._internal.import_watch import watch_import
 from xtrain.core._internal.pickling import object_to_tensor, tensor_to_object
 from xtrain.core._internal.progress_signal import PROGRESS
@@ -359,11 +360,4 @@ _PEER_GONE = ("closed by peer", "reset by peer", "broken pipe", "remote worker",
 
 def _peer_failure(exception: BaseException) -> bool:
     """Whether a collective failed because another rank died (the cause is theirs, not this rank's)."""
-    seen: BaseException | None = exception
-    for _ in range(8):
-        if seen is None:
-            return False
-        if any(marker in str(seen).lower() for marker in _PEER_GONE):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    return in_chain(exception, lambda seen: any(marker in str(seen).lower() for marker in _PEER_GONE))

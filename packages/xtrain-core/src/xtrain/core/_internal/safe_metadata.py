@@ -57,7 +57,8 @@ class _Unpickler(pickle._Unpickler):
     def _load_build(self) -> None:
         target = vars(self)["stack"][-2]  # the Python unpickler's stack: under the state BUILD applies
         module = type(target).__module__
-        if isinstance(target, type) or not module.startswith(_DCP) or type(target).__name__ not in _ALLOWED[module]:
+        if isinstance(target, type) or not module.startswith(_DCP) or \
+                type(target).__name__ not in _ALLOWED.get(module, ()):
             raise pickle.UnpicklingError(f"the pickle sets the state of a {type(target).__name__}, not of an "
                                          f"instance of DCP's metadata classes")
         _LOAD_BUILD(self)

@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 
 from typing_extensions import override
 
+from xtrain.core._internal.error_chain import in_chain
 from xtrain.core.environment import ClusterEnvironment
 from xtrain.core.errors import ConfigError, SIGTERMException
 from xtrain.core.launcher import Launcher
@@ -114,8 +115,9 @@ class SubprocessScriptLauncher(Launcher):
         self.launched = True
         return fn(*args, **kwargs)
 
-    def caller_failed(self, error: BaseException | None = None, *, at_exit: bool = False) -> None:
-        """Rank 0 (this process) raised ``error`` (``at_exit``: seen by the uncaught-exception hook, after teardown).
+    def caller_failed(self, error: BaseException | None = None) -> None:
+        """Rank 0 (this process) raised ``error`` (told by the strategy's ``on_exception``, then by the
+        uncaught-exception hook).
 
         If a child died first (rank 0's collective then fails with "connection closed"), the child is the cause:
         report it and exit with its code. Otherwise rank 0's own traceback is the one to show, so the watcher
@@ -240,13 +242,11 @@ def _may_be_a_peers_death(error: BaseException) -> bool:
     errors, gloo's or NCCL's "connection closed"), as opposed to rank 0's own failure."""
     import torch.distributed as dist
 
-    chain: BaseException | None = error
-    while chain is not None:
-        text = str(chain).lower()
-        if isinstance(chain, (dist.DistError, ConnectionError, TimeoutError)) or any(w in text for w in _PEER_WORDS):
-            return True
-        chain = chain.__cause__ or chain.__context__
-    return False
+    def gone(seen: BaseException) -> bool:
+        return (isinstance(seen, (dist.DistError, ConnectionError, TimeoutError))
+                or any(word in str(seen).lower() for word in _PEER_WORDS))
+
+    return in_chain(error, gone)
 
 
 def _chain_excepthook(launcher: SubprocessScriptLauncher) -> None:
@@ -254,7 +254,7 @@ def _chain_excepthook(launcher: SubprocessScriptLauncher) -> None:
     previous = sys.excepthook
 
     def hook(*exc_info: Any) -> None:
-        launcher.caller_failed(exc_info[1], at_exit=True)
+        launcher.caller_failed(exc_info[1])
         previous(*exc_info)
         if not isinstance(exc_info[1], KeyboardInterrupt):  # Ctrl-C: the ranks' interruption reports come meanwhile
             # The interpreter's last garbage collection walks every object torch and the run made (about a second

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -130,12 +129,11 @@ class XtrainCLI:
         (as argparse, and LightningCLI)."""
         from argparse import ArgumentError
 
-        from xtrain.core._internal.cli.strict_yaml import enforce_import_policy, expansion_problem
+        from xtrain.core._internal.cli.strict_yaml import input_problem
         from xtrain.core._internal.cli.suggest import closest_names
 
         argv = sys.argv[1:] if args is None else list(args) if not isinstance(args, Mapping) else []
-        enforce_import_policy()
-        problem = expansion_problem([*argv, *(v for k, v in os.environ.items() if k.startswith("XTRAIN_"))])
+        problem = input_problem(argv)
         try:
             if problem is not None:
                 raise ArgumentError(None, problem)

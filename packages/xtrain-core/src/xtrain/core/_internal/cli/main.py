@@ -259,10 +259,9 @@ def run(argv: list[str]) -> int:
     if not argv:
         parser.print_help()
         return 0
-    from xtrain.core._internal.cli.strict_yaml import enforce_import_policy, expansion_problem
+    from xtrain.core._internal.cli.strict_yaml import input_problem
 
-    enforce_import_policy()
-    problem = expansion_problem([*argv, *(v for k, v in os.environ.items() if k.startswith("XTRAIN_"))])
+    problem = input_problem(argv)
     if problem is not None:
         return _refused(argv, problem)
     try:

@@ -9,6 +9,7 @@ Imported only by the CLI (PyYAML and jsonargparse come with the ``cli`` extra).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,7 +19,7 @@ from jsonargparse import get_loader, set_loader
 from xtrain.core._internal.bounded import bounds_problem
 from xtrain.core._internal.yaml_keys import repeated_key
 
-__all__ = ["PARSER_MODE", "enforce_import_policy", "expansion_problem"]
+__all__ = ["PARSER_MODE", "enforce_import_policy", "expansion_problem", "input_problem"]
 
 PARSER_MODE = "xtrain_yaml"  # for parser_mode=: registered with jsonargparse when this module is imported
 
@@ -65,6 +66,14 @@ def expansion_problem(values: Iterable[str]) -> str | None:
         if problem is not None:
             return f"the value {value[:40]!r}... {problem}. {_FIX}"
     return None
+
+
+def input_problem(argv: list[str]) -> str | None:
+    """Prepare jsonargparse for the command's input and check what it will read past :func:`_load`: the import
+    policy is enforced, then ``argv`` and the ``XTRAIN_*`` variables are checked (:func:`expansion_problem`).
+    Both the ``xtrain`` command and ``XtrainCLI`` call it before they parse."""
+    enforce_import_policy()
+    return expansion_problem([*argv, *(value for key, value in os.environ.items() if key.startswith("XTRAIN_"))])
 
 
 def enforce_import_policy() -> None:
