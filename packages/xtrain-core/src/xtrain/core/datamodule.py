@@ -20,12 +20,16 @@ class DataModule(HyperparametersMixin):
 
     Attributes:
         trainer: The Trainer this data module was last passed to (``None`` before).
+        prepare_data_per_node: ``True`` (as Lightning): :meth:`prepare_data` runs on local rank 0 of every node
+            (node-local disks); ``False``: on global rank 0 only (storage all nodes share, so it downloads once).
     """
 
     trainer: Trainer | None = None
+    prepare_data_per_node: bool = True
 
     def prepare_data(self) -> None:
-        """Download or write data to disk (runs on one process per node; set no state here)."""
+        """Download or write data to disk (runs on one process per node, or in all with ``prepare_data_per_node =
+        False``; set no state here)."""
 
     def setup(self, stage: str) -> None:
         """Build datasets for ``stage`` (``"fit"``, ``"validate"``, ``"test"``, ``"predict"``); runs on every rank."""

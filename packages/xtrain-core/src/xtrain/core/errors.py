@@ -31,7 +31,13 @@ class ConfigError(ValueError):
     ``ConfigError(message)`` with the message alone is accepted too, and keeps the message as it is: Lightning code
     raises ``MisconfigurationException(message)``, which ``xtrain migrate`` turns into this class, and a migrated
     script must still raise (and catch) it. A ConfigError that crossed a process boundary is rebuilt that way.
+
+    Attributes:
+        every_rank: Every rank of the run raises it together (on several nodes, a ``ckpt_path`` no node can
+            resolve is refused once all have joined): it is not one rank's failure that stops the others.
     """
+
+    every_rank: bool = False
 
     def __init__(self, argument: str, value: object = _MESSAGE_ONLY, problem: str = "", *,
                  choices: Iterable[object] | None = None, fix: str | None = None) -> None:
@@ -55,7 +61,13 @@ class CheckpointError(RuntimeError):
     """A checkpoint that cannot be read: missing, truncated, corrupted, unsafe, or from an incompatible layout.
 
     The message names the file and what to do, instead of surfacing a pickle or zip traceback.
+
+    Attributes:
+        every_rank: Every rank of the run raises it together (the ranks resolved different checkpoints, found by a
+            gather): it is not one rank's failure that stops the others.
     """
+
+    every_rank: bool = False
 
 
 class CollectiveMismatchError(RuntimeError):

@@ -30,9 +30,12 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
     Attributes:
         automatic_optimization: When ``False``, ``training_step`` calls ``self.optimizers()``,
             ``self.manual_backward(loss)`` and ``optimizer.step()`` itself.
+        prepare_data_per_node: ``True`` (as Lightning): :meth:`prepare_data` runs on local rank 0 of every node
+            (node-local disks); ``False``: on global rank 0 only (storage all nodes share, so it downloads once).
     """
 
     automatic_optimization: bool = True
+    prepare_data_per_node: bool = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -86,8 +89,8 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
 
     # -- hooks (no-ops; the Trainer calls only the ones a subclass overrides) --------------------------------------
     def prepare_data(self) -> None:
-        """Download or write data once per node (local rank 0), before ``setup``; the other processes wait for it.
-        Set no state here: other processes do not run it."""
+        """Download or write data once per node (local rank 0; once in all with ``prepare_data_per_node = False``),
+        before ``setup``; the other processes wait for it. Set no state here: other processes do not run it."""
 
     def setup(self, stage: str) -> None: ...
     def teardown(self, stage: str) -> None: ...

@@ -258,8 +258,11 @@ class Trainer(RunLifecycle, StageLoaders, LoopServices, LightningAttributes):
         self.num_training_batches: float = math.inf
         self._val_limits: list[float] = []
         self._ckpt_path: str | Path | None = None
+        self._ckpt_requested: str | Path | None = None
+        self._ckpt_problem: ConfigError | None = None
         self._val_last_batch = -1
         self._pending_rng: dict[str, Any] | None = None
+        self._pending_logged: dict[str, Any] | None = None  # a checkpoint's logged values, put back by the fit loop
         self._pending_sampler: dict[str, Any] | None = None
         self._setup_module: TrainModule | None = None
         self._optimizer_module: TrainModule | None = None
@@ -446,7 +449,15 @@ class Trainer(RunLifecycle, StageLoaders, LoopServices, LightningAttributes):
         check_output_dirs(self, fitting=stage == "fit")
         launcher = self.strategy.launcher
         check_auto(self, self._healing, stage, ckpt_path, launcher)
-        path = find_checkpoint(self, ckpt_path) if ckpt_path not in (None, "auto") else ckpt_path
+        self._ckpt_requested, self._ckpt_problem = ckpt_path, None
+        try:
+            path = find_checkpoint(self, ckpt_path) if ckpt_path not in (None, "auto") else ckpt_path
+        except ConfigError as error:
+            if self.num_nodes == 1:
+                raise
+            # Another node's disk may hold it: every rank reports what it found once all have joined (an error
+            # here would leave the other nodes waiting for this one at the rendezvous).
+            path, self._ckpt_problem = None, error
         if launcher is None:
             return self._run(stage, path, False)
         result = launcher.launch(self._run, stage, path, not launcher.runs_in_caller)

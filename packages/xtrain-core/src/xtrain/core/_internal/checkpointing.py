@@ -57,7 +57,9 @@ def build_checkpoint(trainer: Trainer, *, weights_only: bool = False) -> dict[st
     if trainer.datamodule is not None:
         checkpoint.update(checkpoint_hparams(trainer.datamodule, "datamodule_"))
         checkpoint["datamodule"] = trainer.datamodule.state_dict()
-    all_rng = strategy.all_gather_object(collect_rng_states())
+    # One gather for what each rank holds alone: its generators, and (for a resume) its logged values.
+    ranks = strategy.all_gather_object((collect_rng_states(),
+                                        None if weights_only else trainer._metrics.checkpoint_state()))
     if weights_only:
         return checkpoint
     from xtrain.core._internal.callback_states import callback_states  # refuses two callbacks sharing a state_key
@@ -69,7 +71,8 @@ def build_checkpoint(trainer: Trainer, *, weights_only: bool = False) -> dict[st
         "loops": trainer._progress.state_dict(),
         "callbacks": callback_states(trainer.callbacks),
         "loggers": [logger.state_dict() for logger in trainer.loggers],
-        "rng": all_rng,
+        "rng": [rng for rng, _ in ranks],
+        "logged": [logged for _, logged in ranks],
     })
     sampler = trainer._train_sampler
     if sampler is not None:

@@ -391,6 +391,26 @@ class MetricStore:
         self.logged_metrics.update(for_logger)
         return for_logger
 
+    def checkpoint_state(self) -> dict[str, Any]:
+        """What a resumed run needs to log and monitor as the uninterrupted one: the training epoch's aggregates so
+        far (a mid-epoch resume would otherwise average only the batches after it, and an epoch-end replay log
+        nothing) and the latest value of every key (ReduceLROnPlateau at a replayed epoch end reads them)."""
+        self._settle()
+        epoch = {name: {"total": acc.total.detach().cpu(), "weight": float(acc.weight), "reduce_fx": acc.reduce_fx,
+                        "sync_dist": acc.sync_dist, "prog_bar": acc.prog_bar, "logger": acc.logger, "key": acc.key}
+                 for name, acc in self._epochs.get("train", {}).items()}
+        latest = {k: v.detach().cpu() for k, v in self._callback_metrics.items() if isinstance(v, torch.Tensor)}
+        return {"epoch": epoch, "callback_metrics": latest}
+
+    def resume_from(self, state: dict[str, Any], *, mid_epoch: bool) -> None:
+        """Put back :meth:`checkpoint_state` (checked by ``metric_resume.logged_state_problems``); the aggregates
+        only when the run resumes inside the epoch they belong to."""
+        self._callback_metrics.update(state["callback_metrics"])
+        if mid_epoch:
+            self._epochs["train"] = {
+                name: _Epoch(e["total"], float(e["weight"]), e["reduce_fx"], e["sync_dist"], e["prog_bar"],
+                             e["logger"], e["key"]) for name, e in state["epoch"].items()}
+
     def progress_bar_metrics(self) -> dict[str, float]:
         self._settle()
         return {k: float(self.step_values[k].item()) for k in self.prog_bar_keys if k in self.step_values}

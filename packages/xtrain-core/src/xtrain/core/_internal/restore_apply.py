@@ -16,6 +16,7 @@ from torch import nn
 
 from xtrain.core._internal.manifest import check_manifest
 from xtrain.core._internal.metric_objects import load_metric_states
+from xtrain.core._internal.metric_resume import logged_state_problems
 from xtrain.core._internal.restore_plan import RestorePlan
 from xtrain.core._internal.sampler import shuffle_generator
 from xtrain.core._internal.state_dict import module_names
@@ -93,6 +94,8 @@ def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, 
     trainer._pending_rng = rng[strategy.global_rank] if rng and same_world else None
     if checkpoint.get("metric_states") and same_world:
         load_metric_states(trainer.module, checkpoint["metric_states"][strategy.global_rank])
+    logged = checkpoint.get("logged")  # absent from checkpoints of xtrain-core < 2.0
+    trainer._pending_logged = logged[strategy.global_rank] if isinstance(logged, list) and same_world else None
     trainer._pending_sampler = checkpoint.get("sampler")  # with its shuffle generator's state: set by the fit loop
 
 
@@ -136,6 +139,12 @@ def plan_restore(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fit
             plan.problems.append(f"rng: {len(rng)} rank state(s), but the manifest says world_size={world}")
         elif isinstance(rng, list) and world == strategy.world_size:
             plan.rng(rng[strategy.global_rank])
+        logged = checkpoint.get("logged")
+        if logged is not None and (not isinstance(logged, list) or len(logged) != world):
+            plan.problems.append(f"logged: not one state per rank of world_size={world}")
+        elif logged is not None and world == strategy.world_size:
+            plan.problems.extend(f"logged[{strategy.global_rank}]: {problem}"
+                                 for problem in logged_state_problems(logged[strategy.global_rank]))
         plan.sampler(checkpoint.get("sampler"), shuffle_generator(trainer._loaders.get("train")))
     else:
         for name, target, saved in _user_states(trainer, checkpoint, fitting=False):

@@ -15,6 +15,7 @@ import torch
 
 from xtrain.core._internal.auto_resume import note_failure, note_preemption, resolve_auto, start_attempt
 from xtrain.core._internal.callback_states import check_unique_state_keys
+from xtrain.core._internal.checkpoint_agreement import check_same_checkpoint, check_same_position
 from xtrain.core._internal.checkpointing import restore_checkpoint, restore_targets
 from xtrain.core._internal.data import shut_down_workers
 from xtrain.core._internal.hook_overrides import module_overrides
@@ -38,10 +39,12 @@ from xtrain.core.rank_zero import rank_zero_only
 if TYPE_CHECKING:
     from xtrain.core._internal.auto_resume import Healing
     from xtrain.core._internal.preemption import Preemption
+    from xtrain.core._internal.progress import FitProgress
     from xtrain.core._internal.run_lock import RunLock
     from xtrain.core.callbacks.callback import Callback
     from xtrain.core.module import TrainModule
     from xtrain.core.profilers.profiler import Profiler
+    from xtrain.core.strategy import Strategy
     from xtrain.core.trainer import Trainer
 
 __all__ = ["RunLifecycle", "Stage"]
@@ -70,6 +73,10 @@ class RunLifecycle(StageLoaders, LoopServices):
     _run_lock: RunLock
     _healing: Healing
     _ckpt_path: str | Path | None
+    _ckpt_requested: str | Path | None  # ckpt_path as fit/validate/... got it ("last"), before it was resolved
+    _ckpt_problem: ConfigError | None  # why this process could not resolve it (several nodes: reported together)
+    _progress: FitProgress
+    _pending_logged: dict[str, Any] | None
     _setup_module: TrainModule | None
     _optimizer_module: TrainModule | None
     _val_clock: ValClock | None
@@ -108,11 +115,14 @@ class RunLifecycle(StageLoaders, LoopServices):
 
     def _run_body(self, stage: Stage, ckpt_path: str | Path | None, return_state: bool) -> Any:
         trainer = cast("Trainer", self)
+        self._pending_logged = None  # a failed earlier fit's restore must not reach this one
         self._setup(stage)
         loaded = None
         if ckpt_path == "auto":
             ckpt_path = resolve_auto(trainer, self._healing, self._run_lock)
         self._ckpt_path = ckpt_path
+        requested = self._ckpt_requested
+        check_same_checkpoint(self.strategy, requested, ckpt_path, self._ckpt_problem)
         fitting = stage == "fit"
         from xtrain.core.sharded_checkpoint import is_sharded
 
@@ -125,6 +135,9 @@ class RunLifecycle(StageLoaders, LoopServices):
             restore_checkpoint(trainer, loaded, str(ckpt_path), fitting=fitting,
                                configure_optimizers=self._configure_optimizers if fitting and not configure_first
                                else None)
+        progress = self._progress
+        check_same_position(self.strategy, requested, ckpt_path,
+                            (progress.epoch, progress.global_step, progress.batches_in_epoch))
         # After the restore, as Lightning: a DataModule whose loaders depend on its state (a curriculum) builds
         # them from the restored state.
         self._setup_dataloaders(stage)
@@ -153,10 +166,9 @@ class RunLifecycle(StageLoaders, LoopServices):
         check_unique_state_keys(self.callbacks)  # configure_callbacks may add a second one of a kind
         self._hooks = HookDispatcher(self, module, self.callbacks, profiler=active_profiler(self.profiler))
         if dm is not None or module_overrides(module, "prepare_data"):
-            if strategy.local_rank == 0:  # as Lightning: the data module's first, then the module's
-                if dm is not None:
-                    dm.prepare_data()
-                module.prepare_data()
+            for owner in (dm, module):  # as Lightning: the data module's first, then the module's
+                if owner is not None and _prepares_here(owner, strategy):
+                    owner.prepare_data()
             strategy.barrier("prepare_data")
         if dm is not None:
             dm.setup(stage)
@@ -260,3 +272,11 @@ def _optimizers_to(optimizers: list[torch.optim.Optimizer], device: torch.device
             for key, value in state.items():
                 if isinstance(value, torch.Tensor) and value.device != device and key != "step":
                     state[key] = value.to(device)
+
+
+def _prepares_here(owner: Any, strategy: Strategy) -> bool:
+    """Whether this process runs ``owner.prepare_data``: local rank 0 of each node, or global rank 0 alone when the
+    owner sets ``prepare_data_per_node = False`` (Lightning's attribute)."""
+    if strategy.local_rank != 0:
+        return False
+    return bool(getattr(owner, "prepare_data_per_node", True)) or strategy.global_rank == 0

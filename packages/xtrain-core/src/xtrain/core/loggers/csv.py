@@ -11,6 +11,7 @@ from typing_extensions import override
 
 from xtrain.core.errors import ConfigError
 from xtrain.core.loggers.logger import Logger, PathStr
+from xtrain.core.rank_zero import rank_zero_only
 
 __all__ = ["CSVExperimentWriter", "CSVLogger"]
 
@@ -227,9 +228,15 @@ class CSVLogger(Logger):
 
     @override
     def resume(self, state: dict[str, Any], *, step: int) -> None:
-        """Keep exactly the rows written before the checkpoint (steps can repeat, e.g. epoch-end metrics)."""
+        """Keep exactly the rows written before the checkpoint (steps can repeat, e.g. epoch-end metrics).
+
+        Every rank takes the checkpoint's version (the run's directories are named after it); global rank 0 alone,
+        the rank that writes the file, rewrites it (two ranks renaming one temporary file over it raced).
+        """
         self._flush()
         super().resume(state, step=step)
+        if rank_zero_only.rank != 0:
+            return
         columns, rows = self._read()
         if not self.continues(state):
             self._rows = len(rows)

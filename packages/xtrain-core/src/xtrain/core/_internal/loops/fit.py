@@ -146,6 +146,9 @@ class FitLoop:
         resumed = p.batches_in_epoch > 0
         total = t.num_training_batches
         t._metrics.begin("train")
+        if t._pending_logged is not None:
+            t._metrics.resume_from(t._pending_logged, mid_epoch=resumed)
+            t._pending_logged = None
         if resumed and p.batches_in_epoch >= total:
             # Saved after the epoch's last step but before its end: only the epoch end is left (the epoch-interval
             # schedulers stepped with that last batch). Iterating would leave the sampler's resume offset pending

@@ -375,7 +375,7 @@ RULES: tuple[Rule, ...] = (
         "hparams", "optimizers", "lr_schedulers", "manual_backward", "clip_gradients", "toggle_optimizer",
         "untoggle_optimizer", "all_gather", "freeze", "unfreeze", "current_epoch", "global_step", "global_rank",
         "local_rank", "device", "dtype", "logger", "loggers", "trainer", "automatic_optimization",
-        "example_input_array", "load_from_checkpoint", "to_onnx", "to_torchscript")),
+        "example_input_array", "load_from_checkpoint", "to_onnx", "to_torchscript", "prepare_data_per_node")),
     # -- Trainer attributes ------------------------------------------------------------------------------------
     _r(TA, "lightning_module", "module"),
     _r(TA, "strategy.lightning_module", "strategy.module"),
