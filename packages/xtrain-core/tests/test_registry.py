@@ -96,3 +96,11 @@ def test_a_plugin_that_failed_to_import_is_not_imported_again(installed_distribu
         STRATEGIES.load("flaky")
     assert builtins._xtrain_flaky_runs == 2  # type: ignore[attr-defined]
     del builtins._xtrain_flaky_runs  # type: ignore[attr-defined]
+
+
+def test_a_typo_as_near_to_two_names_suggests_both() -> None:
+    """``"dpp"`` suggested only ``'dp'`` (outside trial X): the user meant ``ddp``."""
+    from xtrain.core.registry import STRATEGIES
+
+    with pytest.raises(ConfigError, match=r"did you mean 'dp' or 'ddp'\?"):
+        STRATEGIES.load("dpp")

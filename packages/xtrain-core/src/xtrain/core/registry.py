@@ -299,8 +299,9 @@ class Registry(Generic[_T]):
         if requirement is not None:
             return ConfigError(self.argument, name, f"is provided by {requirement.split('[')[0]}, which is not installed.",
                                choices=choices, fix=f"pip install {_quote(requirement)}")
-        close = difflib.get_close_matches(key, choices, n=1)
-        fix = f"did you mean {close[0]!r}?" if close else f"pass one of the valid choices to {self.argument}=."
+        close = difflib.get_close_matches(key, choices, n=2)  # "dpp" is as near to "ddp" as to "dp": name both
+        fix = f"did you mean {' or '.join(map(repr, close))}?" if close else \
+            f"pass one of the valid choices to {self.argument}=."
         return ConfigError(self.argument, name, f"is not a registered {self.argument} name.", choices=choices, fix=fix)
 
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from xtrain.core.trainer import Trainer
 
 __all__ = ["EpochStart", "check_epoch_progress", "nonfinite_check", "nonfinite_hint", "warn_skipped_batches",
-           "warn_unchecked_manual"]
+           "warn_unchecked_manual", "warn_unranked_validation"]
 
 EpochStart = tuple[int, int, int]
 """``(total_batches, global_step, skipped)`` when an epoch's batches begin: what the epoch's end compares with."""
@@ -148,3 +148,20 @@ def warn_skipped_batches(trainer: Trainer, check: NonFiniteCheck, *, batches: in
     warn_at_user(f"on_nonfinite_loss='skip' skipped {check.skipped} of {batches} {unit} in this fit: their loss was "
                  f"non-finite, so they trained nothing (global_step {trainer._progress.global_step} counts only the "
                  f"optimizer steps taken). The first was {check.found}.", UserWarning)
+
+
+def warn_unranked_validation(trainer: Trainer, batch_idx: int) -> None:
+    """Once per fit, when a validation runs inside a gradient accumulation window and a ModelCheckpoint ranks by a
+    metric: checkpoints are saved only after optimizer steps (a resume from one is exact; inside a window the
+    accumulated gradients would be lost), so that validation's value is never ranked and the best can be missed."""
+    ranking = [cb.monitor for cb in trainer.checkpoint_callbacks if cb.monitor is not None]
+    if not ranking:
+        return
+    k = trainer.accumulate_grad_batches
+    every = trainer.val_check_batch
+    suggest = max(k, round(every / k) * k) if every != float("inf") else k
+    warn_at_user(f"the validation after batch {batch_idx} of epoch {trainer.current_epoch} runs inside a gradient "
+                 f"accumulation window (accumulate_grad_batches={k}): ModelCheckpoint saves only after optimizer "
+                 f"steps, where a resume is exact, so it cannot rank this validation's {ranking[0]!r} (nor any other "
+                 f"taken mid-window) and the best checkpoint may miss it. Fix: make validations follow optimizer "
+                 f"steps, e.g. val_check_interval={suggest} (a multiple of accumulate_grad_batches).", UserWarning)

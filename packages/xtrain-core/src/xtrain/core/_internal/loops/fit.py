@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from xtrain.core._internal.data import resumable_sampler, set_sampler_epoch
-from xtrain.core._internal.fit_guards import EpochStart, check_epoch_progress, nonfinite_check, warn_skipped_batches
+from xtrain.core._internal.fit_guards import (
+    EpochStart,
+    check_epoch_progress,
+    nonfinite_check,
+    warn_skipped_batches,
+    warn_unranked_validation,
+)
 from xtrain.core._internal.gradient_readers import module_reads_gradients
 from xtrain.core._internal.hook_overrides import batch_preparer, module_overrides
 from xtrain.core._internal.loops.hooked_step import STEP_HOOKS, hooked_optimizer_step
@@ -80,6 +86,7 @@ class FitLoop:
         self._before_zero_grad: tuple[Any, ...] = ()
         self._nonfinite = nonfinite_check(trainer)  # warns at once if it cannot apply (manual optimization)
         self._ran_dry = False  # the epoch ended because its dataloader ran out (see fit_guards.check_epoch_progress)
+        self._told_mid_window = False  # warn_unranked_validation, once per fit
 
     def done(self) -> bool:
         t = self.trainer
@@ -255,6 +262,9 @@ class FitLoop:
             if t._val_due(batch_idx, last) or (not last and self._validates_before_stopping()):
                 if last or batch_idx % t.accumulate_grad_batches == 0 or not t.module.automatic_optimization:
                     t.module.zero_grad()  # as Lightning: gradients are released before validation, unless mid-window
+                elif not self._told_mid_window:
+                    self._told_mid_window = True
+                    warn_unranked_validation(t, batch_idx)
                 t._run_validation()
             if stepped:
                 t._check_preemption()
