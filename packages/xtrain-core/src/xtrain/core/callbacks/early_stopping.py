@@ -53,6 +53,11 @@ class EarlyStopping(Callback):
         log_rank_zero_only: With ``verbose``, print on rank 0 only (otherwise every rank prints, prefixed with
             its rank).
 
+    A fit resumed from a checkpoint saved after this callback stopped the run stops again at once (Lightning's
+    trains on until the next check): a job killed between its last save and its exit, then restarted, ends with the
+    weights the uninterrupted job ended with. To train on from such a checkpoint, fit without this callback (or with
+    another ``monitor``).
+
     After a stop, ``stopping_reason`` (an :class:`EarlyStoppingReason`) says which rule stopped it and
     ``stopping_reason_message`` says it in words; both are kept in checkpoints. A rank stopped by another rank's
     decision keeps ``NOT_STOPPED`` with a message saying so (as in Lightning, the rule is known where it fired).
@@ -81,6 +86,7 @@ class EarlyStopping(Callback):
         self.verbose = verbose
         self.log_rank_zero_only = log_rank_zero_only
         self._warned_missing = False
+        self._stop_on_resume = False
         self.wait_count = 0
         self._best = math.inf if mode == "min" else -math.inf
         self.stopped_epoch = 0
@@ -122,6 +128,19 @@ class EarlyStopping(Callback):
         self.stopping_reason = EarlyStoppingReason(reason if reason in known else 0)
         message = state.get("stopping_reason_message")
         self.stopping_reason_message = message if isinstance(message, str) else None
+        self._stop_on_resume = self.stopping_reason_message is not None  # set only when this callback stopped a fit
+
+    @override
+    def on_fit_start(self, trainer: Trainer, module: TrainModule) -> None:
+        if not self._stop_on_resume:
+            return
+        self._stop_on_resume = False
+        trainer.should_stop = True  # the fit loop ends before any batch (once min_epochs/min_steps are met)
+        if trainer.is_global_zero:
+            warnings.warn(f"EarlyStopping: the checkpoint was saved after this callback stopped the run "
+                          f"({self.stopping_reason_message}), so the resumed fit stops too, where the uninterrupted "
+                          f"one ended. To train on from it, fit without this EarlyStopping (or with another "
+                          f"monitor).", UserWarning, stacklevel=2)
 
     def _on_train_epoch(self, trainer: Trainer) -> bool:
         if self.check_on_train_epoch_end is not None:
