@@ -152,7 +152,8 @@ class ParallelStrategy(Strategy, ABC):
         """What a rank prints when the other processes have not joined after a while (a node never started, or
         started with another address): otherwise it waits silently up to the process-group timeout."""
         nodes = (f" The other nodes must start with MASTER_ADDR={address}, MASTER_PORT={port} and their own NODE_RANK "
-                 f"(0 to {self.num_nodes - 1}), or be started by torchrun or SLURM."
+                 f"(0 to {self.num_nodes - 1}), or be started by torchrun or SLURM; a node that did start may have "
+                 f"failed before joining: look at its output."
                  if self.num_nodes > 1 else "")
         return (f"xtrain: rank {self.global_rank} has waited {_RENDEZVOUS_NOTICE_S:g} s for all {self.world_size} "
                 f"processes to join at {address}:{port} (node {self.node_rank} of {self.num_nodes}).{nodes} It waits "

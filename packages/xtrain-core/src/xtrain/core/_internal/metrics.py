@@ -122,7 +122,9 @@ def _warn_unsynced(name: str) -> None:
     from xtrain.core.rank_zero import rank_zero_warn
 
     rank_zero_warn(f"self.log({name!r}, ...) on epoch level in a distributed run without sync_dist=True: each rank "
-                   f"keeps the mean of its own batches, so rank 0 logs and monitors its own part of the data. Fix: "
+                   f"keeps the mean of its own batches, so rank 0 logs and monitors its own part of the data, and a "
+                   f"ModelCheckpoint ranking by it saves only when every rank's own value qualifies (after a resume, "
+                   f"every rank compares with rank 0's saved ranking, so it may stop saving). Fix: "
                    f"self.log({name!r}, ..., sync_dist=True) to reduce it over the ranks (one all-reduce per epoch), "
                    f"or log a torchmetrics Metric, which syncs itself.", UserWarning)
 
