@@ -82,7 +82,7 @@ def test_a_damaged_logged_entry_is_refused_before_anything_loads(tmp_path: Path)
     _fit(tmp_path, crash=None)
     last = tmp_path / "ck" / "last.ckpt"
     checkpoint = torch.load(last, weights_only=True)
-    checkpoint["logged"][0]["epoch"] = {"loss_mean": {"total": torch.ones(3), "weight": -1.0, "reduce_fx": "median",
+    checkpoint["logged"][0]["epoch"] = {"loss_mean": {"total": [1.0, "complex64"], "weight": -1.0, "reduce_fx": "median",
                                                       "sync_dist": False, "prog_bar": False, "logger": True,
                                                       "key": "x"}}
     torch.save(checkpoint, tmp_path / "damaged.ckpt")
@@ -94,3 +94,34 @@ def test_a_damaged_logged_entry_is_refused_before_anything_loads(tmp_path: Path)
             module, DataLoader(tiny_dataset(96), batch_size=8), DataLoader(tiny_dataset(32), batch_size=8),
             ckpt_path=tmp_path / "damaged.ckpt")
     assert all(torch.equal(a, b) for a, b in zip(before, module.parameters(), strict=True))
+
+
+def test_every_kind_of_logged_value_round_trips_and_files_of_other_shapes_are_refused() -> None:
+    from xtrain.core._internal.metric_resume import logged_state_problems
+    from xtrain.core._internal.metrics import MetricStore
+
+    store = MetricStore()
+    store.log("f", torch.tensor(0.1, dtype=torch.bfloat16), False, True, None, True, "sum", False, 4)
+    values = {"a": torch.tensor(0.1), "b": torch.tensor(3), "c": torch.tensor(True), "d": torch.tensor(2.5,
+              dtype=torch.float64), "e": torch.tensor(7, dtype=torch.uint8)}
+    store.callback_metrics.update(values)
+    state = store.checkpoint_state()
+    assert logged_state_problems(state) == []
+    other = MetricStore()
+    other.resume_from(state, mid_epoch=True)
+    for key, value in values.items():
+        assert other.callback_metrics[key].item() == value.item(), key
+    assert other.callback_metrics["a"].dtype == torch.float32 and torch.equal(other.callback_metrics["a"], values["a"])
+    assert other.epoch["f"].total.item() == store.epoch["f"].total.item() and other.epoch["f"].reduce_fx == "sum"
+    hostile: list[object] = [
+        None, [], {"epoch": {}}, {"epoch": {}, "callback_metrics": {}, "x": 1},
+        {"epoch": {}, "callback_metrics": {"k": [1.0, "complex64"]}},
+        {"epoch": {}, "callback_metrics": {"k": [2**70, "int64"]}},
+        {"epoch": {}, "callback_metrics": {"k": ["1", "float32"]}},
+        {"epoch": {}, "callback_metrics": {1: [1.0, "float32"]}},
+        {"epoch": {"f": {**state["epoch"]["f"], "weight": float("nan")}}, "callback_metrics": {}},
+        {"epoch": {"f": {**state["epoch"]["f"], "reduce_fx": "os.system"}}, "callback_metrics": {}},
+        {"epoch": {"f": {**state["epoch"]["f"], "total": [1, "int64"]}}, "callback_metrics": {}},
+    ]
+    for bad in hostile:
+        assert logged_state_problems(bad), bad

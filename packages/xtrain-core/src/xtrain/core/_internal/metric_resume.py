@@ -1,7 +1,8 @@
 """Checks of the logged-values state a checkpoint carries (``MetricStore.checkpoint_state``), read from a file.
 
-A checkpoint is data from disk: each rank's entry must be exactly the shape the store writes (scalar tensors, known
-reductions, plain flags and names) before :meth:`MetricStore.resume_from` takes it.
+A checkpoint is data from disk: each rank's entry must be exactly the shape the store writes (``[number, dtype
+name]`` pairs of known dtypes, known reductions, plain flags and names) before :meth:`MetricStore.resume_from` takes
+it.
 """
 
 from __future__ import annotations
@@ -9,13 +10,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import torch
-
 __all__ = ["logged_state_problems"]
 
 _EPOCH_KEYS = {"total", "weight", "reduce_fx", "sync_dist", "prog_bar", "logger", "key"}
 _REDUCE = ("mean", "sum", "max", "min")
 _MAX_KEYS = 100_000
+_DTYPES = {"float16": float, "bfloat16": float, "float32": float, "float64": float, "int64": int, "bool": bool}
 
 
 def logged_state_problems(state: Any) -> list[str]:
@@ -25,12 +25,12 @@ def logged_state_problems(state: Any) -> list[str]:
     epoch, latest = state["epoch"], state["callback_metrics"]
     if not isinstance(epoch, dict) or not isinstance(latest, dict) or len(epoch) + len(latest) > _MAX_KEYS:
         return ["'epoch' and 'callback_metrics' must be dicts (of at most 100000 keys together)"]
-    problems = [f"callback_metrics[{key!r}] is not a scalar tensor" for key, value in latest.items()
-                if not isinstance(key, str) or not _scalar(value)]
+    problems = [f"callback_metrics[{key!r}] is not a [number, dtype name] pair" for key, value in latest.items()
+                if not isinstance(key, str) or not _pair(value)]
     for name, acc in epoch.items():
         if not isinstance(name, str) or not isinstance(acc, dict) or set(acc) != _EPOCH_KEYS:
             problems.append(f"epoch[{name!r}] is not an aggregate of the keys {sorted(_EPOCH_KEYS)}")
-        elif not (_scalar(acc["total"]) and acc["total"].is_floating_point() and acc["reduce_fx"] in _REDUCE
+        elif not (_pair(acc["total"], floating=True) and acc["reduce_fx"] in _REDUCE
                   and type(acc["weight"]) is float and math.isfinite(acc["weight"]) and acc["weight"] >= 0
                   and all(type(acc[k]) is bool for k in ("sync_dist", "prog_bar", "logger"))
                   and isinstance(acc["key"], str)):
@@ -38,5 +38,14 @@ def logged_state_problems(state: Any) -> list[str]:
     return problems
 
 
-def _scalar(value: Any) -> bool:
-    return isinstance(value, torch.Tensor) and value.ndim == 0 and not value.is_complex() and value.device.type == "cpu"
+def _pair(value: Any, *, floating: bool = False) -> bool:
+    if not (isinstance(value, list) and len(value) == 2 and value[1] in _DTYPES):
+        return False
+    number, kind = value[0], _DTYPES[value[1]]
+    if floating and kind is not float:
+        return False
+    if kind is float:
+        return type(number) is float
+    if kind is bool:
+        return type(number) is bool
+    return type(number) is int and -(2**63) <= number < 2**63
