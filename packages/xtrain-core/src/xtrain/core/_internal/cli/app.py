@@ -9,6 +9,7 @@ from typing import Any
 from xtrain.core._internal.cli.links import InstantiationLink, link_arguments
 from xtrain.core._internal.cli.main import _STAGES, _stage_parser, build_objects
 from xtrain.core._internal.cli.save_config import SaveConfigCallback
+from xtrain.core.errors import CheckpointError, ConfigError
 
 __all__ = ["XtrainCLI"]
 
@@ -31,7 +32,11 @@ class XtrainCLI:
         trainer_defaults: Defaults for Trainer arguments (``{"max_epochs": 5}``). Callback objects under
             ``"callbacks"`` are added to the Trainer's callbacks (a config file cannot hold objects).
         seed_everything_default: The default of ``--seed_everything``.
-        parser_kwargs: Extra arguments of the ``jsonargparse.ArgumentParser`` (e.g. ``default_config_files``).
+        parser_kwargs: Extra arguments of the ``jsonargparse.ArgumentParser`` of every subcommand (e.g.
+            ``default_config_files``), or of one subcommand under its name (``{"fit": {"default_config_files":
+            [...]}}``), as LightningCLI takes them. ``{"default_env": True}`` reads options from environment
+            variables named as LightningCLI's: ``PL_FIT__MODEL__LR`` (``PL_MODEL__LR`` with ``run=False``); another
+            ``env_prefix`` replaces ``PL``.
         subclass_mode_model: Take ``--model.class_path`` of any subclass of ``model_class``.
         subclass_mode_data: Take ``--data.class_path`` of any subclass of ``datamodule_class``.
         args: Arguments to parse instead of ``sys.argv`` (a list of strings, or a dict of the configuration).
@@ -60,10 +65,14 @@ class XtrainCLI:
 
         from xtrain.core._internal.cli.strict_yaml import PARSER_MODE
 
+        common = {k: v for k, v in (parser_kwargs or {}).items() if k not in _STAGES}
+        per_stage = {k: dict(v) for k, v in (parser_kwargs or {}).items() if k in _STAGES}
+        common.setdefault("env_prefix", "PL")  # LightningCLI's, read only where default_env is set
+        env: dict[str, Any] = {k: common[k] for k in ("env_prefix", "default_env") if k in common}
         options: dict[str, Any] = {"model_class": model_class, "data_class": datamodule_class,
                                    "subclass_mode_model": subclass_mode_model, "subclass_mode_data": subclass_mode_data,
                                    "trainer_class": trainer_class, "seed_default": seed_everything_default,
-                                   "exit_on_error": False, **dict(parser_kwargs or {})}
+                                   "exit_on_error": False, **common}
         defaults = {f"trainer.{k}": v for k, v in (trainer_defaults or {}).items() if k != "callbacks"}
         given = (trainer_defaults or {}).get("callbacks") or []
         extra_callbacks = list(given) if isinstance(given, (list, tuple)) else [given]
@@ -79,7 +88,7 @@ class XtrainCLI:
         links: dict[str, InstantiationLink] = {}
 
         def stage_parser(stage: str) -> Any:
-            parser = _stage_parser(stage, **options)
+            parser = _stage_parser(stage, **{**options, **(per_stage.get(stage, {}) if run else {})})
             if defaults:
                 parser.set_defaults(defaults)
             parser.add_lightning_class_args = lambda cls, key, **kw: _add_callback_args(parser, callback_keys, cls, key)
@@ -90,24 +99,37 @@ class XtrainCLI:
         self.subcommand: str | None = None
         if run:
             # As the xtrain command: no abbreviated options, and a refused name gets the closest valid ones.
-            parser = ArgumentParser(prog=sys.argv[0], exit_on_error=False, allow_abbrev=False, parser_mode=PARSER_MODE)
+            parser = ArgumentParser(prog=sys.argv[0], exit_on_error=False, allow_abbrev=False, parser_mode=PARSER_MODE,
+                                    **env)
             commands = parser.add_subcommands(dest="subcommand")
             for stage in _STAGES:
                 commands.add_subcommand(stage, stage_parser(stage), help=f"{stage} the model")
-            root = self._parse(parser, args, stage_parser)
+            root = self._parse(parser, args, stage_parser, env)
             self.subcommand = str(root.subcommand)
             self.config = root[self.subcommand]
             used = stage_parser(self.subcommand)
         else:
             used = stage_parser("fit")
-            self.config = self._parse(used, args, stage_parser)
+            self.config = self._parse(used, args, stage_parser, env)
+        try:
+            self._build_and_run(used, savers, callback_keys, links, extra_callbacks, model_class, datamodule_class,
+                                trainer_class, subclass_mode_model, subclass_mode_data,
+                                save_config if save_config_callback is not None else None)
+        except (ConfigError, CheckpointError) as err:  # as the xtrain command: the message, and exit code 2
+            print(f"{sys.argv[0]}{f' {self.subcommand}' if self.subcommand else ''}: error: {err}", file=sys.stderr)
+            raise SystemExit(2) from err
+
+    def _build_and_run(self, used: Any, savers: list[SaveConfigCallback], callback_keys: dict[str, type],
+                       links: dict[str, InstantiationLink], extra_callbacks: list[Any], model_class: type | None,
+                       datamodule_class: type | None, trainer_class: type | None, subclass_mode_model: bool,
+                       subclass_mode_data: bool, save_config: Any) -> None:
         self.before_instantiate_classes()
         extra_callbacks += [cls(**self.config[key].as_dict()) for key, cls in callback_keys.items()]
         self.model, self.datamodule, self.trainer = build_objects(
             used, self.config, model_class=model_class if not subclass_mode_model else None,
             data_class=datamodule_class if not subclass_mode_data else None, trainer_class=trainer_class,
             with_optimizer=self.subcommand in (None, "fit"), extra_callbacks=extra_callbacks,
-            save_config=save_config if save_config_callback is not None else None, links=list(links.values()))
+            save_config=save_config, links=list(links.values()))
         if self.subcommand is not None:
             kwargs: dict[str, Any] = {"datamodule": self.datamodule, "ckpt_path": self.config.ckpt_path}
             getattr(self, f"before_{self.subcommand}", lambda: None)()
@@ -124,7 +146,8 @@ class XtrainCLI:
         """Runs after parsing (``self.config`` is set), before the module, data module and Trainer are built."""
 
     @staticmethod
-    def _parse(parser: Any, args: list[str] | Mapping[str, Any] | None, stage_parser: Any) -> Any:
+    def _parse(parser: Any, args: list[str] | Mapping[str, Any] | None, stage_parser: Any,
+               env: Mapping[str, Any]) -> Any:
         """Parse; a refusal prints the parser's usage and message with the closest valid names, and exits with 2
         (as argparse, and LightningCLI)."""
         from argparse import ArgumentError
@@ -133,7 +156,9 @@ class XtrainCLI:
         from xtrain.core._internal.cli.suggest import closest_names
 
         argv = sys.argv[1:] if args is None else list(args) if not isinstance(args, Mapping) else []
-        problem = input_problem(argv)
+        prefix = env.get("env_prefix")
+        problem = input_problem(argv, env_prefixes=("XTRAIN_", f"{prefix}_") if isinstance(prefix, str)
+                                else ("XTRAIN_",))  # JSONARGPARSE_DEFAULT_ENV may turn the variables on
         try:
             if problem is not None:
                 raise ArgumentError(None, problem)

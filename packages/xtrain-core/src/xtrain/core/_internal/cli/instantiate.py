@@ -5,10 +5,21 @@ code is that a ``class_path`` is built only where the constructor's annotation n
 named class is a subclass of it (as jsonargparse checks when it parses). A ``class_path`` under a parameter
 annotated ``dict`` stays data; under ``Any``, ``object``, no annotation or one that does not resolve, it is refused:
 ``extra: {class_path: os.system, init_args: {command: ...}}`` must not call ``os.system``.
+
+The same rule, through the shapes jsonargparse parses (as LightningCLI builds them):
+
+- ``Callable[..., R]`` with ``R`` a class (Lightning's ``OptimizerCallable``): a ``class_path`` of a subclass of ``R``
+  becomes a callable that builds it with its ``init_args`` (the callable's own arguments first); a bare ``Callable``
+  (``typing`` or ``collections.abc``) names no class, so a ``class_path`` under it is refused;
+- ``X | dict``: a ``class_path`` naming a subclass of ``X`` is built, any other stays data;
+- ``dict[str, X]``, ``list[X]``, ``tuple[X, ...]``: their values are built as ``X`` is;
+- a dataclass annotation builds that dataclass from its fields;
+- ``dict_kwargs`` beside ``init_args`` (a class taking ``**kwargs``) are passed as keyword arguments, as data.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import types
@@ -18,7 +29,7 @@ from typing import Any
 
 from xtrain.core.errors import ConfigError
 
-__all__ = ["arguments_of", "class_from_path", "instantiate", "subclass_from_path"]
+__all__ = ["ClassFactory", "arguments_of", "class_from_path", "instantiate", "subclass_from_path"]
 
 _DATA = (str, bytes, int, float, complex, bool, dict, list, tuple, set, frozenset, type(None), object, Any)
 _UNRESOLVED = object()
@@ -53,12 +64,52 @@ def _bases(hint: Any) -> tuple[type, ...]:
     empty for data types, ``Any``, ``object``, ``type[X]`` and callables."""
     origin = typing.get_origin(hint)
     if origin is None:
-        return (hint,) if isinstance(hint, type) and hint not in _DATA else ()
+        return (hint,) if isinstance(hint, type) and hint not in _DATA and hint is not abc.Callable else ()
     if origin is typing.Annotated:
         return _bases(typing.get_args(hint)[0])
-    if origin in (type, typing.Literal, abc.Callable) or _is_data(hint):
-        return ()
+    if origin in (type, typing.Literal, abc.Callable) or (
+            origin not in (typing.Union, types.UnionType) and _is_data(hint)):
+        return ()  # a union is judged member by member: X | dict names X
     return tuple(base for arg in typing.get_args(hint) for base in _bases(arg))
+
+
+def _members(hint: Any) -> list[Any]:
+    """The members of a union ``hint`` (through ``Annotated``), or ``[hint]``."""
+    origin = typing.get_origin(hint)
+    if origin is typing.Annotated:
+        return _members(typing.get_args(hint)[0])
+    if origin in (typing.Union, types.UnionType):
+        return [m for arg in typing.get_args(hint) for m in _members(arg)]
+    return [hint]
+
+
+def _returns(hint: Any) -> tuple[type, ...]:
+    """The classes ``R`` of the ``Callable[..., R]`` members of ``hint``: a ``class_path`` of a subclass of one
+    becomes a callable that builds it (jsonargparse's reading of Lightning's ``OptimizerCallable``)."""
+    found: list[type] = []
+    for member in _members(hint):
+        args = typing.get_args(member)
+        if typing.get_origin(member) is abc.Callable and args:
+            found += _bases(args[-1])
+    return tuple(found)
+
+
+def _dataclass(hint: Any) -> type | None:
+    """The dataclass ``hint`` names (``Conf`` or ``Conf | None``), which a config's fields build."""
+    return next((m for m in _members(hint) if isinstance(m, type) and dataclasses.is_dataclass(m)), None)
+
+
+def _mapping_values(hint: Any) -> Any:
+    """``X`` for a ``dict[str, X]`` (``Mapping[str, X]``...) member of ``hint``, when ``X`` names a class to build;
+    else ``None`` (a plain ``dict``, ``dict[str, Any]``: data)."""
+    for member in _members(hint):
+        origin, args = typing.get_origin(member), typing.get_args(member)
+        if isinstance(origin, type) and issubclass(origin, abc.Mapping) and len(args) == 2:
+            value = args[1]
+            if _bases(value) or _returns(value) or _dataclass(value) or _mapping_values(value) is not None or (
+                    _is_container(value) and (_bases(_element(value)) or _returns(_element(value)))):
+                return value
+    return None
 
 
 def _is_data(hint: Any) -> bool:
@@ -100,8 +151,11 @@ def _hints(cls: type) -> dict[str, Any]:
 
 
 def _fields(value: Any) -> dict[str, Any]:
-    """A jsonargparse ``Namespace`` or a dict as a dict of its own keys (nested ones stay as they are)."""
-    return dict(vars(value)) if not isinstance(value, dict) else dict(value)
+    """A jsonargparse ``Namespace`` or a dict as a dict of its own keys (nested ones stay as they are), less the
+    ``__path__`` jsonargparse records for a part read from a file of its own (``trainer: trainer.yaml``)."""
+    fields = dict(vars(value)) if not isinstance(value, dict) else dict(value)
+    fields.pop("__path__", None)
+    return fields
 
 
 def _is_class_node(value: Any) -> bool:
@@ -112,24 +166,69 @@ def _plain(value: Any) -> Any:
     return value.as_dict() if hasattr(value, "as_dict") else value
 
 
+class ClassFactory:
+    """What a ``class_path`` given to a ``Callable[..., R]`` parameter becomes: calling it builds the class with the
+    call's arguments and the config's ``init_args`` (jsonargparse's and LightningCLI's ``OptimizerCallable``)."""
+
+    def __init__(self, cls: type, kwargs: dict[str, Any]) -> None:
+        self.cls, self.kwargs = cls, kwargs
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.cls(*args, **{**self.kwargs, **kwargs})
+
+    def __repr__(self) -> str:
+        return f"ClassFactory({self.cls.__module__}.{self.cls.__qualname__}, **{self.kwargs!r})"
+
+
+def _matching(path: str, bases: tuple[type, ...]) -> type | None:
+    """The class at ``path`` if it derives from one of ``bases``, else ``None`` (for a value that may be data)."""
+    if not bases:
+        return None
+    try:
+        cls = class_from_path(path)
+    except Exception:  # noqa: BLE001 - a path that does not import is the user's data, as under a plain dict
+        return None
+    return cls if isinstance(cls, type) and issubclass(cls, bases) else None
+
+
 def _build(value: Any, hint: Any, where: str) -> Any:
     if _is_class_node(value):
         fields = _fields(value)
         path = fields["class_path"]
-        if hint is not _UNRESOLVED and _is_data(hint):
-            return _plain(value)
         bases = () if hint is _UNRESOLVED else _bases(hint)
-        if not bases:
+        returns = () if hint is _UNRESOLVED else _returns(hint)
+        if hint is not _UNRESOLVED and _is_data(hint):
+            found = _matching(path, bases + returns)  # X | dict: built as X where it names a subclass of X
+            if found is None:
+                return _plain(value)
+            cls = found
+        elif not bases and not returns:
             what = "an annotation that does not resolve" if hint is _UNRESOLVED else f"annotated {hint!r}"
             raise ConfigError(where, path, f"is a class_path for a parameter with {what}: xtrain builds a class_path "
                               "only where the constructor's annotation names a class, so that a config file cannot "
                               "call anything else.", fix=f"annotate the parameter with the class it takes (e.g. "
                               f"'backbone: torch.nn.Module', importable at run time), or give {where} plain values.")
-        cls = subclass_from_path(path, bases, where)
-        return cls(**_arguments(cls, fields.get("init_args"), f"{where}.init_args."))
-    if isinstance(value, list):
-        item = _element(hint) if hint is not _UNRESOLVED else hint
-        return [_build(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+        else:
+            cls = subclass_from_path(path, bases + returns, where)
+        kwargs = _arguments(cls, fields.get("init_args"), f"{where}.init_args.")
+        extra = fields.get("dict_kwargs")
+        kwargs.update({str(k): _plain(v) for k, v in _fields(extra).items()} if extra else {})
+        if bases and issubclass(cls, bases):
+            return cls(**kwargs)
+        return ClassFactory(cls, kwargs)
+    if hint is _UNRESOLVED:
+        return [_build(v, hint, f"{where}[{i}]") for i, v in enumerate(value)] if isinstance(value, list) else value
+    if isinstance(value, (list, tuple)):
+        item = _element(hint)
+        built = [_build(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+        return tuple(built) if isinstance(value, tuple) else built
+    if isinstance(value, dict):
+        values = _mapping_values(hint)
+        return value if values is None else {k: _build(v, values, f"{where}.{k}") for k, v in value.items()}
+    if hasattr(value, "as_dict"):  # a jsonargparse Namespace without class_path: the fields of a dataclass
+        data = _dataclass(hint)
+        if data is not None:
+            return data(**_arguments(data, value, f"{where}."))
     return value
 
 

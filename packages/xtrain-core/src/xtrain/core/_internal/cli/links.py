@@ -38,7 +38,8 @@ def link_arguments(parser: Any, links: dict[str, InstantiationLink]) -> Callable
         if apply_on != "instantiate":
             original(source, target, compute_fn, apply_on=apply_on, **kwargs)
             return
-        sources = (source,) if isinstance(source, str) else tuple(source)
+        sources = tuple(_plain_form(s) for s in ((source,) if isinstance(source, str) else source))
+        target = _plain_form(target)
         parts = {name.partition(".")[0] for name in (*sources, target)}
         if not parts <= set(_PARTS) or len({s.partition(".")[0] for s in sources}) != 1 or "." not in target:
             raise ConfigError("link_arguments", f"{source} -> {target}", "links applied on instantiation go from "
@@ -77,7 +78,18 @@ def _read(built: dict[str, Any], source: str) -> Any:
     return value
 
 
+def _plain_form(name: str) -> str:
+    """``model.init_args.num_classes`` (the form LightningCLI asks for in subclass mode) as ``model.num_classes``."""
+    part, _, rest = name.partition(".")
+    return f"{part}.{rest.removeprefix('init_args.')}" if rest.startswith("init_args.") else name
+
+
 def _set(cfg: Any, argument: str, value: Any) -> None:
     """Set ``argument`` in a part's config, whether given as its arguments or as ``class_path``/``init_args``."""
-    holder = cfg["init_args"] if "class_path" in cfg and "init_args" in cfg else cfg
+    if "class_path" in cfg:
+        if cfg.get("init_args") is None:
+            cfg["init_args"] = {} if isinstance(cfg, dict) else type(cfg)()  # a jsonargparse Namespace
+        holder = cfg["init_args"]
+    else:
+        holder = cfg
     holder[argument] = value

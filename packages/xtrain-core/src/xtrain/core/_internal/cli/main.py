@@ -31,7 +31,7 @@ def _config_dirs(argv: list[str]) -> list[str]:
     found = []
     for i, arg in enumerate(argv):
         value = arg.split("=", 1)[1] if arg.startswith("--config=") else (
-            argv[i + 1] if arg == "--config" and i + 1 < len(argv) else None)
+            argv[i + 1] if arg in ("--config", "-c") and i + 1 < len(argv) else None)
         if value:
             found.append(str(Path(value).resolve().parent))
     return found
@@ -54,7 +54,8 @@ def _stage_parser(stage: str, *, model_class: type | None = None, data_class: ty
     import_public_classes()
     parser = ArgumentParser(**{"description": f"xtrain {stage}", "exit_on_error": False, "allow_abbrev": False,
                                "parser_mode": PARSER_MODE, **parser_kwargs})
-    parser.add_argument("--config", action=ActionConfigFile, help="A YAML config; repeat to merge several in order.")
+    parser.add_argument("-c", "--config", action=ActionConfigFile,
+                        help="A YAML config; repeat to merge several in order.")
     parser.add_argument("--seed_everything", type=int | bool, default=seed_default,
                         help="Seed every generator: an int, True for a random seed (recorded), or False.")
     parser.add_class_arguments(trainer_class or Trainer, "trainer", fail_untyped=False, instantiate=False)
@@ -66,11 +67,12 @@ def _stage_parser(stage: str, *, model_class: type | None = None, data_class: ty
         parser.add_class_arguments(data_class, "data", fail_untyped=False, instantiate=False)
     else:
         parser.add_subclass_arguments(data_class or DataModule, "data", required=False)
-    if stage == "fit":
-        parser.add_subclass_arguments(torch.optim.Optimizer, "optimizer", skip={"params"}, required=False,
-                                      instantiate=False)
-        parser.add_subclass_arguments(torch.optim.lr_scheduler.LRScheduler, "lr_scheduler", skip={"optimizer"},
-                                      required=False, instantiate=False)
+    # Every stage takes them, so that fit's config (and the config.yaml it saves) serves test, validate and predict;
+    # only fit uses them.
+    parser.add_subclass_arguments(torch.optim.Optimizer, "optimizer", skip={"params"}, required=False,
+                                  instantiate=False)
+    parser.add_subclass_arguments(torch.optim.lr_scheduler.LRScheduler, "lr_scheduler", skip={"optimizer"},
+                                  required=False, instantiate=False)
     parser.add_argument("--ckpt_path", type=str | None, default=None,
                         help="Resume or evaluate from 'last', 'best' or a checkpoint path.")
     return parser

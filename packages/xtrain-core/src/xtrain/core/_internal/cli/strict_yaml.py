@@ -68,12 +68,13 @@ def expansion_problem(values: Iterable[str]) -> str | None:
     return None
 
 
-def input_problem(argv: list[str]) -> str | None:
+def input_problem(argv: list[str], env_prefixes: tuple[str, ...] = ("XTRAIN_",)) -> str | None:
     """Prepare jsonargparse for the command's input and check what it will read past :func:`_load`: the import
     policy is enforced, then ``argv`` and the ``XTRAIN_*`` variables are checked (:func:`expansion_problem`).
-    Both the ``xtrain`` command and ``XtrainCLI`` call it before they parse."""
+    Both the ``xtrain`` command and ``XtrainCLI`` call it before they parse; ``XtrainCLI`` adds its prefix
+    (``PL_``, read with ``default_env``) to ``env_prefixes``."""
     enforce_import_policy()
-    return expansion_problem([*argv, *(value for key, value in os.environ.items() if key.startswith("XTRAIN_"))])
+    return expansion_problem([*argv, *(value for key, value in os.environ.items() if key.startswith(env_prefixes))])
 
 
 def enforce_import_policy() -> None:

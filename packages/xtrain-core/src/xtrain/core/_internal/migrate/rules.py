@@ -124,6 +124,10 @@ RULES: tuple[Rule, ...] = (
     _r(N, f"{_PL}.cli.ReduceLROnPlateau", "xtrain.core.cli.ReduceLROnPlateau", "ReduceLROnPlateau with monitor, "
                                                                               "for a config's lr_scheduler"),
     _r(N, f"{_PL}.cli.LightningArgumentParser", None, "use jsonargparse.ArgumentParser"),
+    _r(N, f"{_PL}.cli.OptimizerCallable", "xtrain.core.cli.OptimizerCallable", "the same type: a config's "
+                                                                             "optimizer class, called with the params"),
+    _r(N, f"{_PL}.cli.LRSchedulerCallable", "xtrain.core.cli.LRSchedulerCallable", "the same type, called with "
+                                                                                 "the optimizer"),
     _r(N, f"{_PL}.core.mixins.HyperparametersMixin", None, "TrainModule and DataModule have save_hyperparameters"),
     _r(N, f"{_CB}.TQDMProgressBar", "xtrain.core.callbacks.ProgressBar", "refresh_rate (batches) becomes "
                                                                        "refresh_interval (seconds)"),
