@@ -61,7 +61,7 @@ class EngineLoader:
         state: dict[str, Any] = {"epoch": self._current, "batches": self._taken,
                                  "epoch_seed": sampler.epoch_seed if sampler is not None else None}
         if sampler is not None and sampler.draws_from_generator:
-            state["generator_state"] = sampler.generator.get_state()  # type: ignore[union-attr]
+            state["generator_state"] = sampler.state_dict()["generator_state"]
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -74,7 +74,7 @@ class EngineLoader:
             raise ValueError(f"epoch_seed must be an int or None, not {seed!r}")
         sampler = resumable_sampler(self.loader)
         if "generator_state" in state and sampler is not None and sampler.draws_from_generator:
-            sampler.generator.set_state(state["generator_state"])  # type: ignore[union-attr]
+            sampler.restore_generator(state["generator_state"], epoch_seed=seed, mid_epoch=batches > 0)
         self._epoch = self._told = epoch
         if sampler is not None:
             sampler.set_epoch(epoch)

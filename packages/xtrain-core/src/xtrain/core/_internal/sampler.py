@@ -84,8 +84,8 @@ class ResumableSampler(Sampler[int]):
     Args:
         data_source: The dataset (only its length is used).
         shuffle: Permute the indices each epoch.
-        generator: For non-distributed shuffling, the generator the seed is drawn from (``None``: the global one,
-            as ``RandomSampler`` does).
+        generator: For non-distributed shuffling, the generator that permutes (``None``: a fresh one seeded from
+            the global generator), as ``RandomSampler``'s does.
         num_replicas: The number of ranks to shard over (``None``: no sharding).
         rank: This rank's shard.
         seed: For distributed shuffling, the base seed (``DistributedSampler``'s ``seed + epoch``).
@@ -111,10 +111,11 @@ class ResumableSampler(Sampler[int]):
         self._resume_offset: int | None = None
         self._resume_seed: int | None = None
         self._resume_generator: torch.Tensor | None = None
+        self._epoch_start: torch.Tensor | None = None  # the user's generator's state before this epoch's draws
 
     @property
     def draws_from_generator(self) -> bool:
-        """Whether each epoch's seed is drawn from the user's own generator (``DataLoader(generator=g)``).
+        """Whether each epoch's order is drawn from the user's own generator (``DataLoader(generator=g)``).
 
         The global generators travel in the checkpoint's ``rng`` entry; a user's generator does not, so its state
         goes into :meth:`state_dict` (else a resumed run would draw its next epochs' seeds from a fresh generator).
@@ -144,21 +145,48 @@ class ResumableSampler(Sampler[int]):
     def resume(self, *, epoch_seed: int | None, offset: int) -> None:
         """Make the next iteration repeat the epoch whose seed was ``epoch_seed``, skipping ``offset`` samples.
 
-        The user's generator (already set to its saved state, which follows this epoch's draws) is snapshotted here
-        and put back when the iteration starts: ``iter(loader)`` draws the DataLoader's base seed from it in between,
-        a draw the uninterrupted run made before the checkpoint, so without this the resumed run would be one draw
-        ahead from the next epoch on.
+        The user's generator (already set by :meth:`restore_generator`) is snapshotted here and put back when the
+        iteration starts: ``iter(loader)`` draws the DataLoader's base seed from it in between, a draw the
+        uninterrupted run made before the epoch's own draws, so without this the resumed run would be one draw
+        ahead. A state of this version's form (the generator before the epoch's draws) replays those draws, so the
+        permutation and the generator's state after it are the interrupted epoch's; one of the former form (the
+        generator after them, the permutation from ``epoch_seed``) repeats that epoch as it was drawn then.
         """
         self._resume_seed = epoch_seed
         self._resume_offset = offset
         self._resume_generator = self.generator.get_state() if self.draws_from_generator else None  # type: ignore[union-attr]
 
+    def restore_generator(self, state: torch.Tensor, *, epoch_seed: int | None, mid_epoch: bool) -> None:
+        """Load a saved ``generator_state`` (from :meth:`state_dict`) into the user's generator.
+
+        ``mid_epoch``: the run resumes inside the saved epoch (:meth:`resume` follows, which replays the epoch's
+        draws); otherwise the saved epoch is over and its draws are replayed here, leaving the generator where
+        the uninterrupted run's was after it. A state of the former form (saved after the draws) is loaded as is.
+        """
+        generator = self.generator
+        if generator is None:
+            return
+        generator.set_state(state)
+        if not mid_epoch and _is_epoch_start(state, epoch_seed, generator.device):
+            self._draw_permutation(generator)
+
     def state_dict(self) -> dict[str, Any]:
-        """The epoch, its seed and, when the seeds come from the user's generator, that generator's state."""
+        """The epoch, its seed and, when the order comes from the user's generator, that generator's state before
+        the epoch's draws (the epoch's seed is then the first number that state draws, which marks this form)."""
         state: dict[str, Any] = {"epoch": self.epoch, "epoch_seed": self.epoch_seed}
         if self.draws_from_generator:
-            state["generator_state"] = self.generator.get_state()  # type: ignore[union-attr]
+            start = self._epoch_start
+            state["generator_state"] = start.clone() if start is not None else self.generator.get_state()  # type: ignore[union-attr]
         return state
+
+    def _draw_permutation(self, generator: torch.Generator) -> list[int]:
+        """The draws ``RandomSampler.__iter__`` makes from its generator in an epoch of ``len(data_source)``
+        samples: a permutation, then the empty tail ``randperm(n)[:0]`` it draws when run to its end (drawn here
+        with the permutation, so the generator is where PyTorch's is after the epoch even when the loop stops at
+        the last batch without asking for the next)."""
+        indices = torch.randperm(self._n, generator=generator).tolist()
+        torch.randperm(self._n, generator=generator)
+        return indices
 
     def _indices(self) -> list[int]:
         if self.num_replicas is None:
@@ -175,20 +203,49 @@ class ResumableSampler(Sampler[int]):
             indices = list(range(self._n))
         return shard(indices, self.num_replicas, self.rank, drop_last=self.drop_last, pad=self.pad)
 
+    def _from_generator(self, generator: torch.Generator) -> list[int]:
+        """This epoch's order, drawn from the user's generator as ``RandomSampler`` draws it."""
+        self._epoch_start = generator.get_state()
+        self.epoch_seed = _first_draw(self._epoch_start, generator.device)
+        return self._draw_permutation(generator)
+
     def __iter__(self) -> Iterator[int]:
         offset = 0
+        generator = self.generator if self.draws_from_generator else None
         if self._resume_offset is not None:
             offset, self.epoch_seed = self._resume_offset, self._resume_seed
+            snapshot, self._resume_generator = self._resume_generator, None
             self._resume_offset = self._resume_seed = None
-            if self._resume_generator is not None:
-                self.generator.set_state(self._resume_generator)  # type: ignore[union-attr]
-                self._resume_generator = None
+            if generator is not None and snapshot is not None:
+                generator.set_state(snapshot)
+                if _is_epoch_start(snapshot, self.epoch_seed, generator.device):
+                    yield from self._from_generator(generator)[offset:]
+                    return
+                self._epoch_start = None  # a checkpoint of the former form: this epoch as it was drawn then
+        elif generator is not None:
+            # RandomSampler(generator=g) permutes with g itself, so runs match a plain PyTorch loop.
+            yield from self._from_generator(generator)
+            return
         elif self.num_replicas is None and self.shuffle:
-            # The draw RandomSampler makes, from the same generator, so runs match a plain PyTorch loop.
-            self.epoch_seed = int(torch.empty((), dtype=torch.int64).random_(generator=self.generator).item())
+            # The draw RandomSampler makes from the global generator, so runs match a plain PyTorch loop.
+            self.epoch_seed = int(torch.empty((), dtype=torch.int64).random_().item())
         else:
             self.epoch_seed = mix_seed(self.seed, self.epoch, torch.initial_seed())
         yield from self._indices()[offset:]
+
+
+def _first_draw(state: torch.Tensor, device: torch.device) -> int:
+    """The first int64 a generator in ``state`` draws (what the DataLoader's base-seed draw would take)."""
+    scratch = torch.Generator(device=device)
+    scratch.set_state(state)
+    return int(torch.empty((), dtype=torch.int64, device=device).random_(generator=scratch).item())
+
+
+def _is_epoch_start(state: torch.Tensor, epoch_seed: int | None, device: torch.device) -> bool:
+    """Whether a saved ``(generator_state, epoch_seed)`` is of the current form: the generator's state before the
+    epoch's draws, whose first number is the epoch's seed (in the former form the seed was drawn before the saved
+    state, which draws another number but once in 2**63)."""
+    return epoch_seed is not None and _first_draw(state, device) == epoch_seed
 
 
 def shuffle_generator(loader: Any) -> torch.Generator | None:

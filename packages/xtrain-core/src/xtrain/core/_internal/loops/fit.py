@@ -149,9 +149,9 @@ class FitLoop:
             t._setup_dataloaders("fit")
         loader = t._train_loader
         sampler = resumable_sampler(loader)
-        self._restore_shuffle_generator(sampler)
         resumed = p.batches_in_epoch > 0
         total = t.num_training_batches
+        self._restore_shuffle_generator(sampler, mid_epoch=resumed and p.batches_in_epoch < total)
         t._metrics.begin("train")
         if t._pending_logged is not None:
             t._metrics.resume_from(t._pending_logged, mid_epoch=resumed)
@@ -190,15 +190,16 @@ class FitLoop:
             check_epoch_progress(t, self._nonfinite, ran_dry=self._ran_dry, start=start)
         self._epoch_end(completed)
 
-    def _restore_shuffle_generator(self, sampler: Any) -> None:
+    def _restore_shuffle_generator(self, sampler: Any, *, mid_epoch: bool) -> None:
         """Set the loader's shuffle generator (``DataLoader(generator=g)``) to the state the checkpoint saved, at the
         first epoch after a restore: here for a loader passed to ``fit`` and one built in ``train_dataloader()``
-        alike (that one exists only now), before the epoch draws its seed. A checkpoint without the state leaves the
-        generator as it is; the restore plan checked the state."""
-        saved = self.trainer._pending_sampler
-        state = saved.pop("generator_state", None) if saved is not None else None
+        alike (that one exists only now), before the epoch draws. The saved state precedes the saved epoch's draws:
+        unless the run resumes inside that epoch, the sampler replays them. A checkpoint without the state leaves
+        the generator as it is; the restore plan checked the state."""
+        saved = self.trainer._pending_sampler or {}
+        state = saved.pop("generator_state", None)
         if state is not None and sampler is not None and sampler.draws_from_generator:
-            sampler.generator.set_state(state)
+            sampler.restore_generator(state, epoch_seed=saved.get("epoch_seed"), mid_epoch=mid_epoch)
 
     def _resume_sampler(self, loader: Any, sampler: Any) -> None:
         t = self.trainer
