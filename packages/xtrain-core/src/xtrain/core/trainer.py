@@ -45,6 +45,7 @@ from xtrain.core._internal.trainer_args import (
     check_progress_bars,
     check_root,
     check_switches,
+    none_as_default,
     parse_run_flags,
     parse_settings,
     warn_minimum_over_maximum,
@@ -90,6 +91,10 @@ class Trainer(RunLifecycle, StageLoaders, LoopServices, LightningAttributes):
         strategy: ``"auto"``, a registered name (``"ddp"``, ``"fsdp"``, ...) or a Strategy.
         precision: A registered precision name (``"32-true"``, ``"bf16-mixed"``, ...) or a legacy spelling.
         plugins: A Precision, CheckpointIO or ClusterEnvironment instance or name, or a list of them.
+
+    Lightning's ``None`` for the ``enable_*`` switches, ``limit_*_batches``, ``val_check_interval``,
+    ``gradient_clip_algorithm``, ``num_sanity_val_steps`` and ``log_every_n_steps`` means their default here too
+    (a Lightning ``config.yaml`` writes them so).
 
     Length and cadence:
 
@@ -155,15 +160,18 @@ class Trainer(RunLifecycle, StageLoaders, LoopServices, LightningAttributes):
         self, *, accelerator: str | Accelerator = "auto", strategy: str | Strategy = "auto",
         devices: int | str | list[int] = "auto", num_nodes: int = 1, precision: str | int | Precision | None = None,
         plugins: PluginArg | list[PluginArg] | None = None, max_epochs: int | None = None, max_steps: int = -1,
-        max_time: str | timedelta | dict[str, int] | None = None, limit_train_batches: int | float = 1.0, limit_val_batches: int | float = 1.0,
-        limit_test_batches: int | float = 1.0, limit_predict_batches: int | float = 1.0,
-        val_check_interval: int | float | str | timedelta | dict[str, int] = 1.0,
+        max_time: str | timedelta | dict[str, int] | None = None, limit_train_batches: int | float | None = 1.0,
+        limit_val_batches: int | float | None = 1.0, limit_test_batches: int | float | None = 1.0,
+        limit_predict_batches: int | float | None = 1.0,
+        val_check_interval: int | float | str | timedelta | dict[str, int] | None = 1.0,
         check_val_every_n_epoch: int | None = 1,
-        num_sanity_val_steps: int = 2, accumulate_grad_batches: int = 1, gradient_clip_val: float | None = None,
-        gradient_clip_algorithm: Literal["norm", "value"] = "norm", deterministic: bool | Literal["warn"] | None = None,
+        num_sanity_val_steps: int | None = 2, accumulate_grad_batches: int = 1, gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: Literal["norm", "value"] | None = "norm",
+        deterministic: bool | Literal["warn"] | None = None,
         callbacks: Callback | list[Callback] | None = None, logger: bool | Logger | list[Logger] | None = True,
-        enable_checkpointing: bool = True, enable_progress_bar: bool = True, enable_model_summary: bool = True,
-        log_every_n_steps: int = 50, default_root_dir: str | Path | None = None, fast_dev_run: bool | int = False,
+        enable_checkpointing: bool | None = True, enable_progress_bar: bool | None = True,
+        enable_model_summary: bool | None = True,
+        log_every_n_steps: int | None = 50, default_root_dir: str | Path | None = None, fast_dev_run: bool | int = False,
         use_distributed_sampler: bool = True, inference_mode: bool = True,
         hang_timeout: float | timedelta | None = DEFAULT_HANG_TIMEOUT, overfit_batches: int | float = 0.0,
         min_epochs: int | None = None, min_steps: int | None = None, reload_dataloaders_every_n_epochs: int = 0,
@@ -173,6 +181,15 @@ class Trainer(RunLifecycle, StageLoaders, LoopServices, LightningAttributes):
         run_name: str | None = None, max_restarts: int = 0,
         on_world_size_change: WorldSizePolicy = "keep_per_rank_batch",
     ) -> None:
+        (enable_checkpointing, enable_progress_bar, enable_model_summary, val_check_interval, gradient_clip_algorithm,
+         limit_train_batches, limit_val_batches, limit_test_batches, limit_predict_batches, num_sanity_val_steps,
+         log_every_n_steps) = none_as_default(
+            enable_checkpointing=enable_checkpointing, enable_progress_bar=enable_progress_bar,
+            enable_model_summary=enable_model_summary, val_check_interval=val_check_interval,
+            gradient_clip_algorithm=gradient_clip_algorithm, limit_train_batches=limit_train_batches,
+            limit_val_batches=limit_val_batches, limit_test_batches=limit_test_batches,
+            limit_predict_batches=limit_predict_batches, num_sanity_val_steps=num_sanity_val_steps,
+            log_every_n_steps=log_every_n_steps).values()
         self._run_lock = RunLock()
         self._healing: Healing = parse_healing(run_name=run_name, max_restarts=max_restarts,
                                                on_world_size_change=on_world_size_change)

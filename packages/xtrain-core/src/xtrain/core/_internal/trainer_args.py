@@ -15,6 +15,7 @@ from xtrain.core.errors import ConfigError
 from xtrain.core.loggers.logger import Logger, PathStr
 
 __all__ = ["Limits", "RunFlags", "barebones_settings", "check_callbacks", "check_loggers", "check_progress_bars",
+           "none_as_default",
            "parse_max_time", "parse_run_flags", "parse_settings", "warn_minimum_over_maximum"]
 
 
@@ -201,6 +202,18 @@ class RunFlags(NamedTuple):
     benchmark: bool | None = None
     barebones: bool = False
     val_check_time: timedelta | None = None
+
+
+# Lightning's Trainer takes None for these (its saved config.yaml writes them so) and means its default.
+_NONE_MEANS: dict[str, Any] = {
+    "enable_checkpointing": True, "enable_progress_bar": True, "enable_model_summary": True, "val_check_interval": 1.0,
+    "gradient_clip_algorithm": "norm", "limit_train_batches": 1.0, "limit_val_batches": 1.0,
+    "limit_test_batches": 1.0, "limit_predict_batches": 1.0, "num_sanity_val_steps": 2, "log_every_n_steps": 50}
+
+
+def none_as_default(**values: Any) -> dict[str, Any]:
+    """``values`` with Lightning's ``None`` replaced by the argument's default (in the order given)."""
+    return {name: _NONE_MEANS[name] if value is None else value for name, value in values.items()}
 
 
 def _flag(name: str, value: object) -> bool:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TensorBoardLogger"]
 
-_WRITER_KWARGS = ("comment", "filename_suffix", "flush_secs", "max_queue")  # SummaryWriter's, less what we set
+_WRITER_KWARGS = ("comment", "filename_suffix", "flush_secs", "max_queue", "purge_step")  # SummaryWriter's
 
 
 def _scalar_hparams(params: dict[str, Any]) -> dict[str, Any]:
@@ -41,14 +41,20 @@ class TensorBoardLogger(Logger):
             ``hp_metric`` to fill it in, or pass ``False`` for no placeholder.
         prefix: Put ``prefix-`` before every metric name, as Lightning's ``prefix``.
         sub_dir: Write into ``save_dir/name/version/sub_dir`` (e.g. ``"train"``/``"val"`` runs shown side by side).
-        **kwargs: Passed to ``SummaryWriter`` (``filename_suffix``, ``comment``...), as Lightning's logger does;
-            ``max_queue`` and ``flush_secs`` are taken and have no effect (every event is written as it is logged).
+        comment: ``SummaryWriter``'s (used in the event file's name).
+        filename_suffix: ``SummaryWriter``'s.
+        purge_step: ``SummaryWriter``'s: events from this step on, left by an earlier run in the directory, are
+            hidden (a resume sets it itself).
+        max_queue: Taken for Lightning's configs; no effect (every event is written as it is logged).
+        flush_secs: Taken for Lightning's configs; no effect.
+        **kwargs: Refused with the valid names (``SummaryWriter`` takes no other keyword).
     """
 
     def __init__(self, save_dir: str | Path = ".", name: str = "xtrain_logs",
                  version: int | str | None = None, *, log_graph: bool = False, default_hp_metric: bool = True,
-                 prefix: str = "", sub_dir: str | os.PathLike[str] | None = None, **kwargs: Any,
-                 ) -> None:  # positional, as Lightning's: Logger("logs", "exp")
+                 prefix: str = "", sub_dir: str | os.PathLike[str] | None = None, comment: str = "",
+                 filename_suffix: str = "", purge_step: int | None = None, max_queue: int = 10, flush_secs: int = 120,
+                 **kwargs: Any) -> None:  # positional, as Lightning's: Logger("logs", "exp")
         super().__init__(save_dir, name=name, version=version)
         self._writer: SummaryWriter | None = None
         self._purge_step: int | None = None
@@ -56,12 +62,14 @@ class TensorBoardLogger(Logger):
         self._default_hp_metric = default_hp_metric
         self._prefix = prefix
         self._sub_dir = None if sub_dir is None else os.fspath(sub_dir)
-        unknown = sorted(set(kwargs) - set(_WRITER_KWARGS))
-        if unknown:
-            raise ConfigError(unknown[0], kwargs[unknown[0]], "is not an argument of TensorBoardLogger nor of the "
-                              "SummaryWriter it passes extra keywords to.", choices=_WRITER_KWARGS,
-                              fix=f"remove {unknown[0]}=.")
-        self._writer_kwargs = kwargs
+        if kwargs:
+            unknown = sorted(kwargs)[0]
+            raise ConfigError(unknown, kwargs[unknown], "is not an argument of TensorBoardLogger nor of the "
+                              "SummaryWriter it passes keywords to.", choices=_WRITER_KWARGS, fix=f"remove {unknown}=.")
+        # Named, not **kwargs: jsonargparse takes in a config only the keywords a signature names (a Lightning
+        # config.yaml lists all five).
+        self._writer_kwargs = {"comment": comment, "filename_suffix": filename_suffix}
+        self._purge_step = purge_step if purge_step is None else int(purge_step)
 
     @property
     def sub_dir(self) -> str | None:

@@ -75,6 +75,9 @@ def _stage_parser(stage: str, *, model_class: type | None = None, data_class: ty
                                   required=False, instantiate=False)
     parser.add_argument("--ckpt_path", type=str | None, default=None,
                         help="Resume or evaluate from 'last', 'best' or a checkpoint path.")
+    # Lightning's fit/validate/... argument, in every config.yaml it saves; xtrain never unpickles a checkpoint.
+    parser.add_argument("--weights_only", type=bool | None, default=None,
+                        help="Lightning's; xtrain reads checkpoints with weights_only=True always (False is refused).")
     return parser
 
 
@@ -160,9 +163,15 @@ def build_objects(stage_parser: Any, cfg: Any, *, model_class: type | None = Non
     import random
 
     from xtrain.core._internal.cli.instantiate import arguments_of
+    from xtrain.core.errors import ConfigError
     from xtrain.core.seed import seed_everything
     from xtrain.core.trainer import Trainer
 
+    if cfg.get("weights_only") is False:
+        raise ConfigError("weights_only", False, "would let a checkpoint run code when it is loaded (Lightning's "
+                          "torch.load(weights_only=False)); xtrain reads every checkpoint with weights_only=True.",
+                          fix="leave weights_only out (or null); for a Lightning checkpoint with pickled objects, "
+                              "see docs/migration.md on Lightning checkpoints.")
     seed = cfg.seed_everything
     if seed is True:
         seed = random.randint(0, 2**31 - 1)

@@ -25,6 +25,7 @@ _SIGUSR1 = ("SIGUSR1", "signal.SIGUSR1", "signal.Signals.SIGUSR1", "Signals.SIGU
 _DEFAULTS: dict[str, Callable[[object], bool]] = {
     "SLURMEnvironment(auto_requeue=)": lambda v: v is True,
     "SLURMEnvironment(requeue_signal=)": lambda v: v is None or v in _SIGUSR1,
+    "ModelCheckpoint(save_on_exception=)": lambda v: v is False,
 }
 
 

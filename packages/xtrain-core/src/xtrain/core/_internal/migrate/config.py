@@ -78,7 +78,7 @@ def migrate_yaml(text: str) -> Result:
             skip_deeper_than = None
         m = _KEY.match(stripped.rstrip("\n"))
         if m is None or stripped.startswith("#"):
-            out.append(line)
+            out.append(_flow_class_paths(line, writer, indent, number) if not stripped.startswith("#") else line)
             continue
         key_indent = indent + (len(m.group("dash")) if m.group("dash") else 0)
         while stack and stack[-1].indent >= key_indent:
@@ -115,6 +115,8 @@ def migrate_yaml(text: str) -> Result:
             if skip:
                 skip_deeper_than = key_indent
                 continue
+        if key != "class_path" and "{" in value:
+            line = _flow_class_paths(line, writer, key_indent, number)
         if lightning_config and line == original and "lightning_logs" in value:
             # the default log directory, as in Python strings: the value only, never a key or a comment
             start = indent + m.start("value")
@@ -124,6 +126,50 @@ def migrate_yaml(text: str) -> Result:
         stack.append(entry)
     result.new = "".join(_without_empty_init_args(out) if result.counts else out)
     return result
+
+
+_FLOW_CLASS_PATH = re.compile(r"(class_path\s*:\s*)(['\"]?)([A-Za-z_][\w.]*)\2")
+
+
+def _flow_class_paths(line: str, writer: _Out, indent: int, number: int) -> str:
+    """The ``class_path``s of a flow mapping on one line (``logger: {class_path: lightning...., init_args: {...}}``),
+    renamed as block ones are; its ``init_args`` are not checked against the argument rows, which the note says."""
+    if "{" not in line or "class_path" not in line:
+        return line
+
+    def rename(m: re.Match[str]) -> str:
+        name = m.group(3)
+        if name.split(".")[0] not in ROOTS:
+            return m.group(0)
+        target = find(name)
+        if target is None or target.kind != "name":
+            writer.note(indent, number, target.note if target else f"{name} has no xtrain equivalent")
+            return m.group(0)
+        writer.result.counts[f"class_path {canonical(name)} -> {target.qualified}"] += 1
+        refused = [key for key in _flow_init_args(line) if not installed.accepts(target.qualified, key)]
+        if refused:
+            writer.note(indent, number, f"{target.qualified.rpartition('.')[2]}({refused[0]}=) is not accepted by "
+                                        f"the installed xtrain (init_args in flow style: write the mapping in block "
+                                        f"style to have Lightning's arguments migrated)")
+        return f"{m.group(1)}{m.group(2)}{target.qualified}{m.group(2)}"
+
+    return _FLOW_CLASS_PATH.sub(rename, line)
+
+
+def _flow_init_args(line: str) -> list[str]:
+    """The ``init_args`` keys of the one flow mapping on ``line`` (none when it holds several or does not parse)."""
+    try:
+        import yaml  # the cli extra's; without it the keys go unchecked, as before
+    except ImportError:
+        return []
+    if line.count("class_path") != 1:
+        return []
+    try:
+        value = yaml.safe_load(line[line.index("{"):].split(" #")[0])
+    except yaml.YAMLError:
+        return []
+    init_args = value.get("init_args") if isinstance(value, dict) else None
+    return [str(key) for key in init_args] if isinstance(init_args, dict) else []
 
 
 def _trainer_keys(following: list[str], indent: int) -> set[str]:
@@ -217,6 +263,10 @@ def _trainer_key(key: str, value: str, prefix: str, comment: str, newline: str, 
         return "", True
     if r.action is Action.TRANSLATE and key in DEVICE_COUNTS:
         return _device_count(key, value, prefix, comment, newline, writer, indent, number, given)
+    if r.action is Action.MISSING and _scalar(value) in NULL and value.strip():
+        # An argument xtrain lacks, at null (as Lightning's config.yaml writes every default): nothing to keep.
+        result.counts[f"trainer.{key}: null removed (not in xtrain)"] += 1
+        return "", True
     writer.note(indent, number, f"trainer.{key}: {r.note}")
     return line, False
 

@@ -270,6 +270,10 @@ RULES: tuple[Rule, ...] = (
     _r(AR, "SLURMEnvironment(requeue_signal=)", None, f"removed when None or SIGUSR1 (the default): {_SLURM}; "
                                                        "flagged otherwise: the signal cannot be changed (send "
                                                        "SIGUSR1: sbatch --signal=USR1@N)", action=TR),
+    _r(AR, "ModelCheckpoint(save_on_exception=)", None, "removed when False (the default): xtrain's ModelCheckpoint "
+                                                         "saves no extra file on an exception; flagged otherwise: add "
+                                                         "xtrain.core.callbacks.OnExceptionCheckpoint instead",
+       action=TR),
     _r(AR, "ModelSummary(max_depth=)", "max_depth", action=SAME),
     _r(AR, "RichModelSummary(max_depth=)", "max_depth", action=SAME),
     # -- Fabric to Engine ------------------------------------------------------------------------------------------
