@@ -28,7 +28,8 @@ _TORCH_REDUCE = (torch.mean, torch.sum, torch.max, torch.min)
 _HALF = (torch.float16, torch.bfloat16)
 _F32 = torch.float32
 # The dtypes a checkpoint's logged values keep (metric_resume checks that a file holds only these).
-_PAIR_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int64, torch.bool)
+_PAIR_DTYPES = {dtype: str(dtype).removeprefix("torch.") for dtype in (torch.float16, torch.bfloat16, torch.float32,
+                                                                        torch.float64, torch.int64, torch.bool)}
 _TENSOR = torch.Tensor
 
 
@@ -90,8 +91,9 @@ def _scalar(name: str, value: torch.Tensor) -> torch.Tensor:
 def _pair(value: torch.Tensor) -> list[Any]:
     """A scalar tensor as ``[number, dtype name]`` (exact: ``item()`` of a float32 or bfloat16 value is a double);
     other integer types as int64, other floating ones (float8...) as float64."""
-    if value.dtype in _PAIR_DTYPES:
-        return [value.item(), str(value.dtype).removeprefix("torch.")]
+    name = _PAIR_DTYPES.get(value.dtype)
+    if name is not None:
+        return [value.item(), name]
     if value.is_floating_point() or value.is_complex():
         return [float(value.real.item()) if value.is_complex() else float(value.item()), "float64"]
     return [int(value.item()), "int64"]
