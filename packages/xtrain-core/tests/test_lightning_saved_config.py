@@ -81,3 +81,11 @@ def test_weights_only_false_is_refused(tmp_path: Path, capsys: pytest.CaptureFix
                                                                            "weights_only: false"))
     assert run(["fit", "--config", str(config)]) == 2
     assert "weights_only=False" in capsys.readouterr().err
+
+
+def test_a_flow_mapping_nested_past_the_stack_is_renamed_without_its_arguments_checked() -> None:
+    """Reading a flow mapping's ``init_args`` must not crash migrate on a line nested past the interpreter's stack."""
+    deep = "[" * 5000 + "]" * 5000
+    migrated = migrate_yaml(f"trainer:\n  logger: {{class_path: lightning.pytorch.loggers.CSVLogger, init_args: "
+                            f"{{x: {deep}}}}}\n")
+    assert "class_path: xtrain.core.loggers.CSVLogger" in migrated.new and migrated.attention == []

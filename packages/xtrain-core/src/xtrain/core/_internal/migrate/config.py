@@ -92,16 +92,12 @@ def migrate_yaml(text: str) -> Result:
         comment = m.group("comment") or ""
 
         if key == "class_path" and _scalar(value).split(".")[0] in ROOTS:
-            target = find(_scalar(value))
-            if target is not None and target.kind == "name":
-                line = f"{prefix}class_path: {target.qualified}{comment}{newline}"
-                result.counts[f"class_path {canonical(_scalar(value))} -> {target.qualified}"] += 1
+            renamed = _renamed(_scalar(value), writer, key_indent, number)
+            if renamed is not None:
+                line = f"{prefix}class_path: {renamed}{comment}{newline}"
                 if parent is not None:
-                    parent.target = target.qualified
+                    parent.target = renamed
                     parent.lightning = canonical(_scalar(value)).rpartition(".")[2]
-            else:
-                writer.note(key_indent, number, target.note if target else f"{_scalar(value)} has no xtrain "
-                                                                           f"equivalent")
         elif key == "class_path" and parent is not None:
             parent.target, parent.lightning = _scalar(value), ""
         elif parent is not None and parent.key == "trainer" and not m.group("dash"):
@@ -139,21 +135,27 @@ def _flow_class_paths(line: str, writer: _Out, indent: int, number: int) -> str:
 
     def rename(m: re.Match[str]) -> str:
         name = m.group(3)
-        if name.split(".")[0] not in ROOTS:
+        renamed = _renamed(name, writer, indent, number) if name.split(".")[0] in ROOTS else None
+        if renamed is None:
             return m.group(0)
-        target = find(name)
-        if target is None or target.kind != "name":
-            writer.note(indent, number, target.note if target else f"{name} has no xtrain equivalent")
-            return m.group(0)
-        writer.result.counts[f"class_path {canonical(name)} -> {target.qualified}"] += 1
-        refused = [key for key in _flow_init_args(line) if not installed.accepts(target.qualified, key)]
+        refused = [key for key in _flow_init_args(line) if not installed.accepts(renamed, key)]
         if refused:
-            writer.note(indent, number, f"{target.qualified.rpartition('.')[2]}({refused[0]}=) is not accepted by "
-                                        f"the installed xtrain (init_args in flow style: write the mapping in block "
+            writer.note(indent, number, f"{renamed.rpartition('.')[2]}({refused[0]}=) is not accepted by the "
+                                        f"installed xtrain (init_args in flow style: write the mapping in block "
                                         f"style to have Lightning's arguments migrated)")
-        return f"{m.group(1)}{m.group(2)}{target.qualified}{m.group(2)}"
+        return f"{m.group(1)}{m.group(2)}{renamed}{m.group(2)}"
 
     return _FLOW_CLASS_PATH.sub(rename, line)
+
+
+def _renamed(name: str, writer: _Out, indent: int, number: int) -> str | None:
+    """The xtrain class for Lightning's ``name`` (counted), or ``None`` with a note saying why there is none."""
+    target = find(name)
+    if target is None or target.kind != "name":
+        writer.note(indent, number, target.note if target else f"{name} has no xtrain equivalent")
+        return None
+    writer.result.counts[f"class_path {canonical(name)} -> {target.qualified}"] += 1
+    return target.qualified
 
 
 def _flow_init_args(line: str) -> list[str]:
@@ -166,7 +168,7 @@ def _flow_init_args(line: str) -> list[str]:
         return []
     try:
         value = yaml.safe_load(line[line.index("{"):].split(" #")[0])
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError, ValueError):  # nested past the stack, an int of thousands of digits
         return []
     init_args = value.get("init_args") if isinstance(value, dict) else None
     return [str(key) for key in init_args] if isinstance(init_args, dict) else []
