@@ -10,12 +10,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import torch
+
+from xtrain.core._internal.metrics import LOGGED_DTYPES, REDUCTIONS
+
 __all__ = ["logged_state_problems"]
 
 _EPOCH_KEYS = {"total", "weight", "reduce_fx", "sync_dist", "prog_bar", "logger", "key"}
-_REDUCE = ("mean", "sum", "max", "min")
 _MAX_KEYS = 100_000
-_DTYPES = {"float16": float, "bfloat16": float, "float32": float, "float64": float, "int64": int, "bool": bool}
+# The Python type of each dtype name the store writes (``item()`` of such a tensor).
+_DTYPES: dict[str, type] = {name: bool if dtype is torch.bool else float if dtype.is_floating_point else int
+                            for dtype, name in LOGGED_DTYPES.items()}
 
 
 def logged_state_problems(state: Any) -> list[str]:
@@ -30,7 +35,7 @@ def logged_state_problems(state: Any) -> list[str]:
     for name, acc in epoch.items():
         if not isinstance(name, str) or not isinstance(acc, dict) or set(acc) != _EPOCH_KEYS:
             problems.append(f"epoch[{name!r}] is not an aggregate of the keys {sorted(_EPOCH_KEYS)}")
-        elif not (_pair(acc["total"], floating=True) and acc["reduce_fx"] in _REDUCE
+        elif not (_pair(acc["total"], floating=True) and acc["reduce_fx"] in REDUCTIONS
                   and type(acc["weight"]) is float and math.isfinite(acc["weight"]) and acc["weight"] >= 0
                   and all(type(acc[k]) is bool for k in ("sync_dist", "prog_bar", "logger"))
                   and isinstance(acc["key"], str)):

@@ -20,16 +20,16 @@ if TYPE_CHECKING:
     from xtrain.core._internal.metric_objects import MetricObjects
     from xtrain.core.strategy import Strategy
 
-__all__ = ["MetricStore", "Stage"]
+__all__ = ["LOGGED_DTYPES", "REDUCTIONS", "MetricStore", "Stage"]
 
 Stage = Literal["train", "validate", "test", "predict", "sanity_check"]
-_REDUCE = ("mean", "sum", "max", "min")
+REDUCTIONS = ("mean", "sum", "max", "min")
 _TORCH_REDUCE = (torch.mean, torch.sum, torch.max, torch.min)
 _HALF = (torch.float16, torch.bfloat16)
 _F32 = torch.float32
-# The dtypes a checkpoint's logged values keep (metric_resume checks that a file holds only these).
-_PAIR_DTYPES = {dtype: str(dtype).removeprefix("torch.") for dtype in (torch.float16, torch.bfloat16, torch.float32,
-                                                                        torch.float64, torch.int64, torch.bool)}
+# The dtypes a checkpoint's logged values keep, by name (metric_resume checks that a file holds only these).
+LOGGED_DTYPES = {dtype: str(dtype).removeprefix("torch.") for dtype in (torch.float16, torch.bfloat16, torch.float32,
+                                                                         torch.float64, torch.int64, torch.bool)}
 _TENSOR = torch.Tensor
 
 
@@ -62,16 +62,16 @@ class _Epoch:
 
 
 def _reduction(name: str, reduce_fx: Any) -> str:
-    """``reduce_fx`` as one of :data:`_REDUCE`, spelled as Lightning accepts it too: any case, ``"avg"``, or the
+    """``reduce_fx`` as one of :data:`REDUCTIONS`, spelled as Lightning accepts it too: any case, ``"avg"``, or the
     torch function (``torch.mean``)."""
     if any(reduce_fx is fn for fn in _TORCH_REDUCE):
         return str(reduce_fx.__name__)
     text = reduce_fx.lower() if isinstance(reduce_fx, str) else ""
     text = "mean" if text == "avg" else text
-    if text in _REDUCE:
+    if text in REDUCTIONS:
         return text
     raise ConfigError("reduce_fx", reduce_fx, f"is not a reduction for self.log({name!r}, ...).",
-                      choices=_REDUCE, fix="pass one of them (or torch.mean, torch.sum, torch.max, torch.min); for "
+                      choices=REDUCTIONS, fix="pass one of them (or torch.mean, torch.sum, torch.max, torch.min); for "
                                            "another reduction, log a torchmetrics Metric.")
 
 def _scalar(name: str, value: torch.Tensor) -> torch.Tensor:
@@ -91,7 +91,7 @@ def _scalar(name: str, value: torch.Tensor) -> torch.Tensor:
 def _pair(value: torch.Tensor) -> list[Any]:
     """A scalar tensor as ``[number, dtype name]`` (exact: ``item()`` of a float32 or bfloat16 value is a double);
     other integer types as int64, other floating ones (float8...) as float64."""
-    name = _PAIR_DTYPES.get(value.dtype)
+    name = LOGGED_DTYPES.get(value.dtype)
     if name is not None:
         return [value.item(), name]
     if value.is_floating_point() or value.is_complex():
@@ -275,7 +275,7 @@ class MetricStore:
             self._log_object(name, value, suffix=sfx, prog_bar=prog_bar, logger=logger, on_step=on_step,
                              on_epoch=on_epoch)
             return
-        if type(reduce_fx) is not str or reduce_fx not in _REDUCE:
+        if type(reduce_fx) is not str or reduce_fx not in REDUCTIONS:
             reduce_fx = _reduction(name, reduce_fx)
         training = self.stage == "train"
         step = training if on_step is None else on_step

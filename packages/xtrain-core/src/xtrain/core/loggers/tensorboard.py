@@ -57,7 +57,7 @@ class TensorBoardLogger(Logger):
                  **kwargs: Any) -> None:  # positional, as Lightning's: Logger("logs", "exp")
         super().__init__(save_dir, name=name, version=version)
         self._writer: SummaryWriter | None = None
-        self._purge_step: int | None = None
+        self._purge_step = purge_step if purge_step is None else int(purge_step)
         self._log_graph = log_graph
         self._default_hp_metric = default_hp_metric
         self._prefix = prefix
@@ -69,7 +69,6 @@ class TensorBoardLogger(Logger):
         # Named, not **kwargs: jsonargparse takes in a config only the keywords a signature names (a Lightning
         # config.yaml lists all five).
         self._writer_kwargs = {"comment": comment, "filename_suffix": filename_suffix}
-        self._purge_step = purge_step if purge_step is None else int(purge_step)
 
     @property
     def sub_dir(self) -> str | None:
