@@ -101,3 +101,53 @@ def test_a_skipped_plugin_is_labelled_once_and_attributed_to_the_users_line(inst
                               "no_such_badimp_module:Acc' of acme-badimp 1.0.0) could not be imported"), message
     assert "accelerator='badimp'" not in message, "no second label"
     assert caught[0].filename == __file__, f"attributed to {caught[0].filename}:{caught[0].lineno}"
+
+
+def test_plugin_notices_never_become_errors_under_warnings_as_errors(
+        installed_distribution: Install, capsys: pytest.CaptureFixture[str]) -> None:
+    """Outside trial P: ``-W error`` (a test suite's ``filterwarnings = error``) turned the notice about a package
+    claiming ``cpu`` into an exception out of ``Trainer(accelerator='cpu')``; a skipped broken plugin did the same to
+    ``Trainer()``. The notices then go to stderr and the Trainer is built."""
+    installed_distribution("xtrain-bad-ddp", {"xtrain.strategies": {"ddp": "bad_ddp:S"}}, {"bad_ddp": NEVER_IMPORT})
+    installed_distribution("acme-broken", {"xtrain.accelerators": {"brokenacc": "no_such_brokenacc_module:Acc"}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        trainer = trainer_here()
+    assert type(trainer.strategy.accelerator) is CPUAccelerator
+    err = capsys.readouterr().err
+    assert "PluginWarning: xtrain-bad-ddp 1.0.0 registers first-party names 'ddp' (xtrain.strategies" in err, err
+    assert "e.g. strategy=TheirStrategy())" in err and "accelerator=TheirAccelerator()" not in err, err
+    assert "PluginWarning: accelerator='auto' skipped 'brokenacc'" in err, err
+
+
+def test_the_conformance_kits_refuse_a_class_where_a_registered_name_goes() -> None:
+    from xtrain.core.testing import PrecisionConformance, StrategyConformance
+    from xtrain.core.testing.models import TinyClassifier
+
+    with pytest.raises(TypeError, match=r"Kit.strategy = TinyClassifier: this kit takes the name the plugin is "
+                                        r"registered under in the 'xtrain.strategies' entry-point group"):
+        type("Kit", (StrategyConformance,), {"strategy": TinyClassifier})
+    with pytest.raises(TypeError, match=r"write precision = \"<that name>\""):
+        type("Kit", (PrecisionConformance,), {"precision": TinyClassifier})
+    assert type("Fine", (StrategyConformance,), {"strategy": "ddp"}).strategy == "ddp"
+
+
+def test_plugin_list_shows_every_plugin_and_check_names_the_broken_ones(
+        installed_distribution: Install, capsys: pytest.CaptureFixture[str]) -> None:
+    """Outside trial P found no way to see which installed plugins load: ``xtrain plugin list [--check]``."""
+    pytest.importorskip("jsonargparse")
+    from xtrain.core._internal.cli.main import run
+
+    installed_distribution("acme-listed", {"xtrain.accelerators": {"listedbad": "no_such_listed_module:Acc"}})
+    assert run(["plugin", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "xtrain.accelerators (accelerator=...)" in out and "xtrain.strategies (strategy=...)" in out, out
+    assert "  listedbad: entry point 'listedbad = no_such_listed_module:Acc' of acme-listed 1.0.0\n" in out, out
+    assert "  cpu: entry point 'cpu = xtrain.core.defaults.cpu:CPUAccelerator' of xtrain-core" in out, out
+    assert "no_such_listed_module" not in sys.modules
+    assert run(["plugin", "list", "--check"]) == 1
+    out = capsys.readouterr().out
+    assert "cpu = xtrain.core.defaults.cpu:CPUAccelerator' of xtrain-core" in out and "[loads]" in out, out
+    broken = out.split("listedbad:", 1)[1]
+    assert broken.splitlines()[1].startswith("      BROKEN: accelerator='listedbad': the plugin (entry point"), out
+    assert "ModuleNotFoundError" in broken and out.rstrip().endswith("1 plugin(s) failed to load"), out

@@ -23,6 +23,7 @@ from xtrain.core._internal.apply import apply_to_tensors, numbers_to_tensors, ot
 from xtrain.core._internal.data import prepare_dataloader
 from xtrain.core._internal.engine_loader import EngineLoader
 from xtrain.core._internal.engine_module import EngineModule, unwrap
+from xtrain.core._internal.engine_optimizer import prepare_steps
 from xtrain.core._internal.engine_state import refuse_unloadable
 from xtrain.core._internal.hang import DEFAULT_HANG_TIMEOUT, parse_hang_timeout
 from xtrain.core._internal.manifest import write_manifest
@@ -32,7 +33,6 @@ from xtrain.core._internal.nonfinite import (
     NonFiniteCheck,
     NonFiniteMode,
     check_nonfinite_mode,
-    skippable_step,
 )
 from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.core._internal.resolve import resolve
@@ -228,11 +228,16 @@ class Engine:
     def setup_optimizers(self, *optimizers: torch.optim.Optimizer) -> tuple[torch.optim.Optimizer, ...]: ...
 
     def setup_optimizers(self, *optimizers: torch.optim.Optimizer) -> Any:
-        """Prepare optimizers for the strategy (Horovod wraps them); returns them in the same order."""
+        """Prepare optimizers for the strategy (Horovod wraps them); returns them in the same order.
+
+        Each is the object passed in unless the strategy wraps it. Its ``step()`` then goes through the strategy and
+        the precision plugin, as the Trainer's step does: under ``16-mixed`` the gradients are unscaled first and a
+        step whose gradients hold inf/NaN is skipped (the scale lowered). ``optimizer.step_was_skipped`` is
+        ``True`` after a step that did not run (the scaler's skip, or ``on_nonfinite_loss="skip"``), as with
+        Accelerate: a learning-rate scheduler may be held back for it.
+        """
         prepared = self._strategy.setup_optimizers(list(optimizers))
-        if self._nonfinite.mode == "skip":
-            for opt in prepared:
-                skippable_step(opt, self._nonfinite)
+        prepare_steps(prepared, self._strategy, self._nonfinite)
         for opt in prepared:
             # The module holding any of its parameters: a learnable value of its own (a temperature) may come first.
             mine = {id(p) for g in opt.param_groups for p in g["params"]}
@@ -260,17 +265,18 @@ class Engine:
         return self._strategy.batch_to_device(obj)
 
     # -- the step ---------------------------------------------------------------------------------------------------
-    def backward(self, loss: torch.Tensor) -> None:
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         """``loss.backward()`` through the precision (gradient scaling) and the strategy (gradient sync).
 
-        A NaN/inf ``loss`` is handled as ``on_nonfinite_loss`` says; its message names the call (counted from 0)
-        and the epoch and batch of the set-up dataloader iterated last.
+        ``args``/``kwargs`` go to ``loss.backward`` (``retain_graph=True``), as Accelerate's and Fabric's. A NaN/inf
+        ``loss`` is handled as ``on_nonfinite_loss`` says; its message names the call (counted from 0) and the epoch
+        and batch of the set-up dataloader iterated last.
         """
         step = self._backward_calls
         self._backward_calls = step + 1
         if self._nonfinite.see(loss, step, self._where[0], self._where[1]):
             return
-        self._strategy.backward(loss)
+        self._strategy.backward(loss, *args, **kwargs)
         PROGRESS.step("engine")
 
     def autocast(self) -> AbstractContextManager[Any]:

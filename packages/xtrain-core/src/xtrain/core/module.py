@@ -261,12 +261,13 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
         raw = getattr(optimizer, "optimizer", optimizer)
         return self.trainer.strategy.clip_gradients(raw, value=gradient_clip_val, algorithm=gradient_clip_algorithm)
 
-    def manual_backward(self, loss: torch.Tensor) -> None:
+    def manual_backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         """Backward pass through the strategy (gradient scaling, DDP sync); use instead of ``loss.backward()``.
 
-        Calls ``on_before_backward`` and ``on_after_backward`` around it, as Lightning does.
+        Calls ``on_before_backward`` and ``on_after_backward`` around it, as Lightning does. ``args``/``kwargs`` go
+        to ``loss.backward`` (``retain_graph=True`` for a second backward through the same graph).
         """
-        self.trainer._manual_backward(loss)
+        self.trainer._manual_backward(loss, *args, **kwargs)
 
     # -- export ------------------------------------------------------------------------------------------------------
     # TorchScript must neither compile nor read the framework's (Trainer-backed) properties: every property of

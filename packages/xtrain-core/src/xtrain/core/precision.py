@@ -68,9 +68,10 @@ class Precision(ABC):
         """
         return data
 
-    def backward(self, loss: torch.Tensor) -> None:
-        """Run the backward pass (scaled when a gradient scaler is used)."""
-        loss.backward()
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        """Run the backward pass (scaled when a gradient scaler is used); ``args``/``kwargs`` are
+        ``Tensor.backward``'s (``retain_graph=True`` from ``manual_backward``)."""
+        loss.backward(*args, **kwargs)
 
     def unscale_gradients(self, optimizer: torch.optim.Optimizer) -> None:
         """Bring gradients back to their true scale; called before clipping."""

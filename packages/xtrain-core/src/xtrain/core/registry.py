@@ -151,6 +151,10 @@ class Registry(Generic[_T]):
     def distribution_of(self, name: str) -> str:
         return ", ".join(self._scan()[name.strip().lower()].distributions)
 
+    def origin_of(self, name: str) -> str:
+        """``entry point 'x = pkg.mod:Cls' of acme-x 1.0.0``, read without importing anything."""
+        return self._scan()[name.strip().lower()].origin
+
     def name_for(self, cls: type) -> str | None:
         """The name whose entry point names ``cls`` (``module:Class``), read without importing anything."""
         target = f"{cls.__module__}:{cls.__qualname__}"
@@ -200,8 +204,9 @@ class Registry(Generic[_T]):
         seconds = time.perf_counter() - started
         if seconds > SLOW_IMPORT_SECONDS:  # scanning: imported by the automatic choice, unasked
             automatic = f"{self.automatic} imported {name!r}" if scanning else None
-            notices.warn_at_user(notices.slow_import_message(self.argument, name, entry.origin, dist, seconds,
-                                                             automatic=automatic, pin=self.pin), PluginWarning)
+            message = notices.slow_import_message(self.argument, name, entry.origin, dist, seconds,
+                                                  automatic=automatic, pin=self.pin)
+            (notices.tell if scanning else notices.warn_at_user)(message, PluginWarning)
         problem = loaded_problem(self.group, loaded)  # not callable, abstract, or wrong declared data
         if problem is not None:
             self._stale.add(entry.entry_point.module)
@@ -279,7 +284,7 @@ class Registry(Generic[_T]):
         pin = ""
         if self.pin is not None:
             pin = f" Or pass {self.pin}: an explicit choice does not look through the installed plugins."
-        notices.warn_at_user(f"{self.automatic} skipped {name!r}: {text}{pin}", PluginWarning)
+        notices.tell(f"{self.automatic} skipped {name!r}: {text}{pin}", PluginWarning)
 
     def broken(self, name: str, problem: str) -> ConfigError:
         """The error for the plugin ``name`` misbehaving (``problem`` says how), naming its entry point and fix."""

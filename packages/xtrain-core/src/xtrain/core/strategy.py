@@ -251,9 +251,10 @@ class Strategy(ABC):
         with self.precision.forward_context():
             return getattr(self.module, name)(*args, **kwargs)
 
-    def backward(self, loss: torch.Tensor) -> None:
-        """Run the backward pass through the precision plugin."""
-        self.precision.backward(loss)
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        """Run the backward pass through the precision plugin. ``args``/``kwargs`` (``retain_graph=True``) are
+        ``Tensor.backward``'s, from ``manual_backward(loss, *args, **kwargs)``; overrides pass them on."""
+        self.precision.backward(loss, *args, **kwargs)
 
     def optimizer_step(self, optimizer: torch.optim.Optimizer, *,
                        closure: Callable[[], Any] | None = None) -> bool:

@@ -139,7 +139,8 @@ class Trainer(RunLifecycle, StageLoaders, LoopServices, LightningAttributes):
         barebones: Turn off everything that costs speed: loggers, checkpointing, progress bar, model summary and
             the sanity check.
         inference_mode: Evaluate under ``torch.inference_mode`` (``False``: ``torch.no_grad``; accelerators that
-            declare ``supports_inference_mode = False``, such as XLA, always use ``torch.no_grad``).
+            declare ``supports_inference_mode = False``, such as XLA, always use ``torch.no_grad``). Validation
+            inside ``fit`` always runs under ``torch.no_grad``, as Lightning's, so values it keeps can train.
         hang_timeout: Seconds (or a timedelta) a rank may make no progress before the run is reported as hung
             (every rank's stacks and a summary) and ended; the first step of each loop gets 4 times as long.
             Default 15 minutes; ``None`` turns it off. Multi-process strategies only; see the distributed guide.
@@ -428,9 +429,17 @@ class Trainer(RunLifecycle, StageLoaders, LoopServices, LightningAttributes):
         """
         return self.strategy.module_init_context()
 
-    def save_checkpoint(self, path: str | Path, *, weights_only: bool = False) -> None:
-        """Write a checkpoint of the current run to ``path``. Every rank must call it."""
-        self._save_checkpoint_to([Path(path)], weights_only=weights_only)
+    def save_checkpoint(self, filepath: str | Path, weights_only: bool = False, storage_options: Any = None) -> None:
+        """Write a checkpoint of the current run to ``filepath``. Every rank must call it.
+
+        Lightning's signature; ``storage_options`` (for a custom ``CheckpointIO``) must stay ``None``: xtrain's
+        checkpoint IO takes none.
+        """
+        if storage_options is not None:
+            raise ConfigError("storage_options", storage_options, "is not taken by xtrain's checkpoint IO.",
+                              fix="remove it; to write elsewhere (object storage), pass a CheckpointIO plugin to "
+                                  "the Trainer's plugins=[...].")
+        self._save_checkpoint_to([Path(filepath)], weights_only=weights_only)
 
     # -- launching ---------------------------------------------------------------------------------------------
     def _attach(self, model: Any, datamodule: DataModule | None, **loaders: Any) -> None:
@@ -538,12 +547,12 @@ class Trainer(RunLifecycle, StageLoaders, LoopServices, LightningAttributes):
             fn(optimizer)
         return True
 
-    def _manual_backward(self, loss: torch.Tensor) -> None:
+    def _manual_backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         """``manual_backward``: the backward pass between ``on_before_backward`` and ``on_after_backward``."""
         hooks = self._hooks
         for fn in hooks.get("on_before_backward"):
             fn(loss)
-        self.strategy.backward(loss)
+        self.strategy.backward(loss, *args, **kwargs)
         for fn in hooks.get("on_after_backward"):
             fn()
 

@@ -108,8 +108,8 @@ class Float16MixedPrecision(MixedPrecision):
         self._scaling.scaler(device_type)
 
     @override
-    def backward(self, loss: torch.Tensor) -> None:
-        self.scaler.scale(loss).backward()
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        self.scaler.scale(loss).backward(*args, **kwargs)
 
     @override
     def unscale_gradients(self, optimizer: torch.optim.Optimizer) -> None:

@@ -151,8 +151,8 @@ class DDPStrategy(ParallelStrategy):
             broadcast_from_zero(list(self.module.buffers()))
 
     @override
-    def backward(self, loss: torch.Tensor) -> None:
-        self.precision.backward(loss)
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        self.precision.backward(loss, *args, **kwargs)
         if self._manual_step and self._sync_manual and self.world_size > 1:
             # Linear, so several manual_backward calls per step still add up to the averaged sum.
             all_reduce_gradients(self.module.parameters(), self.world_size)

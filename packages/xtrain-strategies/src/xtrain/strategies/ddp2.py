@@ -81,8 +81,8 @@ class DDP2Strategy(ParallelStrategy):
         return run_split_step(self, name, *args, **kwargs)
 
     @override
-    def backward(self, loss: torch.Tensor) -> None:
-        super().backward(loss)
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        super().backward(loss, *args, **kwargs)
         if self._sync and self.world_size > 1:
             self._all_reduce_gradients()
 

@@ -169,9 +169,9 @@ class HorovodStrategy(ParallelStrategy):
 
     # -- the step path ----------------------------------------------------------------------------------------------
     @override
-    def backward(self, loss: torch.Tensor) -> None:
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         # The fit loop leaves the loss of an accumulation window unscaled for strategies that accumulate themselves.
-        self.precision.backward(loss / self._accumulate if self._accumulate > 1 else loss)
+        self.precision.backward(loss / self._accumulate if self._accumulate > 1 else loss, *args, **kwargs)
 
     @override
     def clip_gradients(self, optimizer: torch.optim.Optimizer, *, value: float,

@@ -122,8 +122,8 @@ class XLAStrategy(SingleXLAStrategy):
 
     # -- gradients -----------------------------------------------------------------------------------------------
     @override
-    def backward(self, loss: torch.Tensor) -> None:
-        super().backward(loss)
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        super().backward(loss, *args, **kwargs)
         if self._sync_gradients and self.world_size > 1:
             grads = [p.grad for p in self.module.parameters() if p.grad is not None]
             if grads:

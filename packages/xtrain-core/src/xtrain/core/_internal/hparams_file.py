@@ -6,7 +6,8 @@ plain values only: nested dicts and lists of numbers, strings, booleans and ``No
 its ``str`` (a path) or ``repr``, so the file can always be read back without running code. With PyYAML installed
 it is block YAML; without it, JSON, which every YAML reader also reads.
 
-Reading accepts ``.yaml``/``.yml`` (``yaml.safe_load``: tags that build Python objects are refused) and ``.json``.
+Reading accepts ``.yaml``/``.yml`` (``yaml.safe_load``: tags that build Python objects are refused; a tuple, which
+Lightning's ``hparams.yaml`` writes as ``!!python/tuple`` for ``betas=(0.9, 0.999)``, is read as one) and ``.json``.
 What is read must stay small once expanded (:mod:`~xtrain.core._internal.bounded`): YAML aliases may share a value,
 but not into a "billion laughs" that the loggers would copy out at fit start, and nesting too deep for the parsers
 (``RecursionError``) is refused as a :class:`CheckpointError` like any other unreadable file.
@@ -15,6 +16,7 @@ but not into a "billion laughs" that the loggers would copy out at fit start, an
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import os
 from argparse import Namespace
@@ -125,13 +127,22 @@ def _yaml() -> Any:
     return yaml
 
 
+@functools.cache
+def _safe_loader(yaml: Any) -> Any:
+    """``yaml.SafeLoader`` that also reads ``!!python/tuple`` (a sequence: building it runs no code)."""
+    loader: Any = type("HparamsLoader", (yaml.SafeLoader,), {})
+    loader.add_constructor("tag:yaml.org,2002:python/tuple",
+                           lambda load, node: tuple(load.construct_sequence(node, deep=True)))
+    return loader
+
+
 def _parse(file: Path, text: str, suffix: str) -> Any:
     if suffix != ".json":
         yaml = _yaml()
         if yaml is not None:
             from xtrain.core._internal.yaml_keys import repeated_key_in
 
-            loader = yaml.SafeLoader(text)  # yaml.safe_load's steps, with the node tree checked in between
+            loader = _safe_loader(yaml)(text)  # yaml.safe_load's steps, with the node tree checked in between
             try:
                 root = loader.get_single_node()
                 repeated = repeated_key_in(root)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING
 from weakref import WeakSet
 
 from torch import nn
+
+from xtrain.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from xtrain.core.strategy import Strategy
@@ -17,13 +20,33 @@ _configured: WeakSet[nn.Module] = WeakSet()
 
 def configure_model(module: nn.Module, strategy: Strategy) -> None:
     """Run ``module.configure_model()`` at the start of a stage: every fit, validate, test and predict, as Lightning
-    does (the hook is to be idempotent: build the layers only when they do not exist yet)."""
+    does (the hook is to be idempotent: build the layers only when they do not exist yet). Lightning's deprecated
+    ``configure_sharded_model`` is called first, with Lightning's deprecation warning, rather than silently never
+    (a module that builds its layers there would otherwise fail far from the cause: "empty parameter list")."""
+    legacy = getattr(module, "configure_sharded_model", None)
+    if legacy is not None:
+        _check_legacy_hook(module)
+        with strategy.module_init_context():
+            legacy()
     hook = getattr(module, "configure_model", None)
     if hook is None:
         return
     with strategy.module_init_context():
         hook()
     _configured.add(module)
+
+
+def _check_legacy_hook(module: nn.Module) -> None:
+    from xtrain.core.module import TrainModule
+
+    name = type(module).__name__
+    if isinstance(module, TrainModule) and type(module).configure_model is not TrainModule.configure_model:
+        raise ConfigError("configure_sharded_model", f"{name}.configure_sharded_model",
+                          "is Lightning's deprecated name of configure_model, and both are defined.",
+                          fix=f"move its code into {name}.configure_model and delete configure_sharded_model.")
+    warnings.warn(f"{name}.configure_sharded_model is deprecated (as in Lightning 2.1+): it is called, but rename "
+                  f"it configure_model, which builds the layers on the right device and dtype.",
+                  UserWarning, stacklevel=3)
 
 
 def mark_configured(module: nn.Module) -> None:

@@ -114,17 +114,18 @@ class ModuleApiMixin(nn.Module):
             builtins.print(*args, **kwargs)
 
     # -- freezing and optimizer toggling ---------------------------------------------------------------------------
-    def freeze(self) -> None:
-        """Turn off gradients for every parameter and switch to eval mode (for inference or a frozen backbone)."""
+    def freeze(self) -> Self:
+        """Turn off gradients for every parameter and switch to eval mode (for inference or a frozen backbone).
+        Returns the module, as Lightning's (``model = Model.load_from_checkpoint(path).freeze()``)."""
         for param in self.parameters():
             param.requires_grad = False
-        self.eval()
+        return self.eval()
 
-    def unfreeze(self) -> None:
-        """Undo :meth:`freeze`: gradients on for every parameter, train mode."""
+    def unfreeze(self) -> Self:
+        """Undo :meth:`freeze`: gradients on for every parameter, train mode. Returns the module."""
         for param in self.parameters():
             param.requires_grad = True
-        self.train()
+        return self.train()
 
     def toggle_optimizer(self, optimizer: Any) -> None:
         """Let only ``optimizer``'s parameters receive gradients (e.g. the generator's step of a GAN).

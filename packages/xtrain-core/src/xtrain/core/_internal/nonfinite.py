@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
+import types
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -171,16 +172,19 @@ def skippable_step(optimizer: torch.optim.Optimizer, check: NonFiniteCheck) -> N
     """Make ``optimizer.step()`` do nothing right after a backward that ``check`` skipped (the Engine's ``"skip"``).
 
     Skipping only the backward is not enough: momentum, Adam's moments and weight decay would still move the weights.
+    The guard is a bound method, as torch's own step: a learning-rate scheduler created later wraps its ``__func__``.
+    It sets ``optimizer.step_was_skipped`` (Accelerate's name) on every call.
     """
     step: Callable[..., Any] = optimizer.step
     if getattr(step, "_xtrain_skippable", False):
         return
 
     @functools.wraps(step)
-    def guarded(*args: Any, **kwargs: Any) -> Any:
+    def guarded(self: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> Any:
+        self.step_was_skipped = check.last_skipped  # type: ignore[attr-defined]
         if check.last_skipped:
             return None
         return step(*args, **kwargs)
 
     guarded._xtrain_skippable = True  # type: ignore[attr-defined]
-    optimizer.step = guarded  # type: ignore[method-assign]
+    optimizer.step = types.MethodType(guarded, optimizer)  # type: ignore[method-assign]

@@ -32,6 +32,11 @@ class SchedulerConfig:
     def needs_metric(self) -> bool:
         return isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
 
+    @property
+    def reduce_on_plateau(self) -> bool:
+        """Lightning's name for :attr:`needs_metric` (``trainer.lr_scheduler_configs[0].reduce_on_plateau``)."""
+        return self.needs_metric
+
 
 def _scheduler(value: Any) -> SchedulerConfig:
     if isinstance(value, Mapping):
@@ -61,7 +66,8 @@ def _scheduler(value: Any) -> SchedulerConfig:
     if config.needs_metric and config.monitor is None:
         raise ConfigError("configure_optimizers", type(config.scheduler).__name__,
                           "ReduceLROnPlateau needs a metric to monitor.",
-                          fix="return {'scheduler': sched, 'monitor': 'val_loss'} as the lr_scheduler (in a CLI "
+                          fix="return {'optimizer': opt, 'lr_scheduler': sched, 'monitor': 'val_loss'} or "
+                              "{'scheduler': sched, 'monitor': 'val_loss'} as the lr_scheduler (in a CLI "
                               "config: lr_scheduler: {class_path: xtrain.core.cli.ReduceLROnPlateau, init_args: "
                               "{monitor: val_loss}}).")
     return config
@@ -82,8 +88,13 @@ def parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[Sch
                 raise ConfigError("configure_optimizers", dict(item), "a dict needs an 'optimizer' key.",
                                   choices=_FORMS, fix="return {'optimizer': opt, 'lr_scheduler': sched}.")
             optimizers.append(item["optimizer"])
-            if item.get("lr_scheduler") is not None:
-                schedulers.append(item["lr_scheduler"])
+            scheduler = item.get("lr_scheduler")
+            if scheduler is not None:
+                # As Lightning: {"optimizer": o, "lr_scheduler": plateau, "monitor": "m"} names the plateau's metric.
+                if (isinstance(result, Mapping) and result.get("monitor") is not None
+                        and isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)):
+                    scheduler = {"scheduler": scheduler, "monitor": result["monitor"]}
+                schedulers.append(scheduler)
     elif isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], Sequence):
         optimizers, schedulers = list(result[0]), list(result[1])
     elif isinstance(result, Sequence) and not isinstance(result, str):

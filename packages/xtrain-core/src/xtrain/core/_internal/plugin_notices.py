@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from importlib.metadata import EntryPoint, EntryPoints
 
 __all__ = ["announce_first_party_claims", "distribution", "forget_announcements", "hang_notice", "slow_import_message",
-           "split_claims", "warn_at_user"]
+           "split_claims", "tell", "warn_at_user"]
 
 _announced: set[str] = set()  # distributions already told about, once per process (until a registry's refresh())
 _scanned = False
@@ -63,6 +64,27 @@ def distribution(ep: EntryPoint) -> tuple[str, str]:
     return _DISTRIBUTIONS[key]
 
 
+_INSTANCE_EXAMPLES = {"xtrain.accelerators": "accelerator=TheirAccelerator()", "xtrain.strategies": "strategy=TheirStrategy()",
+                      "xtrain.precision": "precision=TheirPrecision()",
+                      "xtrain.checkpoint_io": "plugins=[TheirCheckpointIO()]",
+                      "xtrain.environments": "plugins=[TheirEnvironment()]"}
+
+
+def _instance_example(groups: Iterable[str]) -> str:
+    """How to pass a plugin of each entry point group as an instance (``strategy=TheirStrategy()``)."""
+    return ", ".join(_INSTANCE_EXAMPLES.get(group, "an instance") for group in sorted(set(groups)))
+
+
+def tell(message: str, category: type[Warning]) -> None:
+    """A notice about an installed plugin that the run did not name: a warning, but never an exception. Under
+    ``-W error`` (a test suite's ``filterwarnings = error``) one broken or clashing package would otherwise stop
+    every ``Trainer()``, its name unasked; the notice then goes to stderr."""
+    try:
+        warn_at_user(message, category)
+    except category:
+        print(f"{category.__name__}: {message}", file=sys.stderr)
+
+
 def forget_announcements() -> None:
     """After a registry's refresh(): scan again and tell again."""
     global _scanned
@@ -84,6 +106,7 @@ def announce_first_party_claims(installed: Mapping[str, EntryPoints], groups: It
         dist, version = distribution(ep)
         found.setdefault((ep.group, ep.name.lower()), {})[dist] = version
     by_distribution: dict[str, list[str]] = {}
+    claims_groups: dict[str, set[str]] = {}
     versions: dict[str, str] = {}
     for (group, name), dists in sorted(found.items()):
         owners, ignored = split_claims(group, name, dists)
@@ -92,14 +115,15 @@ def announce_first_party_claims(installed: Mapping[str, EntryPoints], groups: It
             owner = (" and ".join(owners) if owners
                      else f"{(install_hint(group, name) or '').split('[')[0]}, which is not installed")
             by_distribution.setdefault(dist, []).append(f"{name!r} ({group}, provided by {owner})")
+            claims_groups.setdefault(dist, set()).add(group)
     for dist, claims in by_distribution.items():
         if dist in _announced:
             continue
         _announced.add(dist)
-        warn_at_user(f"{dist} {versions[dist]} registers first-party names {', '.join(claims)}; they are ignored: a "
+        tell(f"{dist} {versions[dist]} registers first-party names {', '.join(claims)}; they are ignored: a "
                      f"third-party plugin can neither take over nor disable a built-in one. Fix: the maintainers of "
                      f"{dist} should register other names (to use its plugins now, pass them as instances, e.g. "
-                     f"accelerator=TheirAccelerator()), or uninstall {dist}.", category)
+                     f"{_instance_example(claims_groups[dist])}), or uninstall {dist}.", category)
 
 
 def hang_notice(argument: str, name: str, origin: str, dist: str, seconds: float, pin: str | None) -> str:

@@ -22,7 +22,7 @@ from xtrain.core._internal.trainer_args import RunFlags
 if TYPE_CHECKING:
     from xtrain.core.strategy import Strategy
 
-__all__ = ["ValClock", "anomaly_detection", "apply_torch_flags", "min_reached", "reload_due", "sync_batchnorm",
+__all__ = ["ValClock", "anomaly_detection", "apply_torch_flags", "draw_as_reloaded", "min_reached", "reload_due", "sync_batchnorm",
            "unshuffled"]
 
 
@@ -84,6 +84,17 @@ def reload_due(flags: RunFlags, epoch: int) -> bool:
     """Whether the dataloaders are requested again at the start of ``epoch``."""
     every = flags.reload_dataloaders_every_n_epochs
     return every > 0 and epoch > 0 and epoch % every == 0
+
+
+def draw_as_reloaded(loader: Any) -> None:
+    """Take the random number a reload takes in Lightning, so a shuffled order after it stays Lightning's.
+
+    Lightning opens an iterator of the reloaded training loader while setting it up and another for the epoch, and
+    each iterator draws the loader's base seed (from its generator, else the global one): one draw more per reload
+    than an epoch without. Drawing it here costs nothing, where opening an iterator would start worker processes.
+    """
+    if isinstance(loader, DataLoader):
+        torch.empty((), dtype=torch.int64).random_(generator=loader.generator)
 
 
 class ValClock:

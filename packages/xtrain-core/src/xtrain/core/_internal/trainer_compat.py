@@ -157,24 +157,42 @@ class LightningAttributes:
     def num_predict_batches(self) -> list[float]:
         return list(self._val_limits) if self._stage() == "predict" else []
 
+    _running: bool = False  # between the start of fit/validate/test/predict and its return (trainer_run)
+
     @property
     def training(self) -> bool:
-        """Whether the fit loop is training now (not validating, not in the sanity check)."""
-        return self._stage() == "fit" and self._metrics.stage == "train"
+        """Whether the fit loop is training now (not validating, not in the sanity check); ``False`` once ``fit``
+        returned, as Lightning's stage flags."""
+        return self._running and self._stage() == "fit" and self._metrics.stage == "train"
 
     @property
     def validating(self) -> bool:
-        return self._metrics.stage == "validate" and self._stage() in ("fit", "validate")
+        return self._running and self._metrics.stage == "validate" and self._stage() in ("fit", "validate")
 
     @property
     def testing(self) -> bool:
-        return self._stage() == "test"
+        return self._running and self._stage() == "test"
 
     @property
     def predicting(self) -> bool:
-        return self._stage() == "predict"
+        return self._running and self._stage() == "predict"
+
+    @property
+    def evaluating(self) -> bool:
+        """Validating or testing now (Lightning's)."""
+        return self.validating or self.testing
 
     # -- hardware, as Lightning's Trainer names it ------------------------------------------------------------------
+    @property
+    def scaler(self) -> Any:
+        """The precision plugin's gradient scaler (``16-mixed``), else ``None``."""
+        return getattr(self.strategy.precision, "scaler", None)
+
+    @property
+    def distributed_sampler_kwargs(self) -> dict[str, int] | None:
+        """``num_replicas`` and ``rank`` the strategy shards data with; ``None`` when every process sees all data."""
+        return self.strategy.distributed_sampler_kwargs
+
     @property
     def num_nodes(self) -> int:
         return int(getattr(self.strategy, "num_nodes", 1))

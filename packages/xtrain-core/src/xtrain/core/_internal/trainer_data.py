@@ -50,6 +50,9 @@ class StageLoaders:
     _shown_loaders: dict[str, Any]
     _eval_loaders: list[Any]
     _val_limits: list[float]
+    # The stage whose loaders this run set up already (configure_optimizers reading estimated_stepping_batches):
+    # the run does not ask the dataloader hooks a second time, as Lightning's does not.
+    _loaders_ready: Stage | None = None
 
     if TYPE_CHECKING:  # defined on the Trainer
         @property
@@ -117,3 +120,4 @@ class StageLoaders:
         warn_empty_eval(loaders, self._val_limits, "validation" if kind[0] == "val" else kind[0])
         if sharded and stage in ("validate", "test"):
             warn_repeated_samples(loaders, stage, world_size=self.strategy.world_size)
+        self._loaders_ready = stage

@@ -67,6 +67,8 @@ class RunLifecycle(StageLoaders, LoopServices):
     accumulate_grad_batches: int
     num_sanity_val_steps: int
     sanity_checking: bool
+    _running: bool
+    _loaders_ready: Stage | None
     _user_callbacks: list[Callback]
     _hooks: HookDispatcher
     _preemption: Preemption
@@ -89,6 +91,8 @@ class RunLifecycle(StageLoaders, LoopServices):
 
     def _run(self, stage: Stage, ckpt_path: str | Path | None, return_state: bool) -> Any:
         self.state = stage
+        self._running = True
+        self._loaders_ready = None
         self.should_stop = False
         self.strategy.setup_environment()
         rank_zero_only.rank = self.strategy.global_rank
@@ -111,6 +115,7 @@ class RunLifecycle(StageLoaders, LoopServices):
             try:
                 self._teardown(stage, status)
             finally:
+                self._running = False
                 self._run_lock.release()
 
     def _run_body(self, stage: Stage, ckpt_path: str | Path | None, return_state: bool) -> Any:
@@ -139,8 +144,9 @@ class RunLifecycle(StageLoaders, LoopServices):
         check_same_position(self.strategy, requested, ckpt_path,
                             (progress.epoch, progress.global_step, progress.batches_in_epoch))
         # After the restore, as Lightning: a DataModule whose loaders depend on its state (a curriculum) builds
-        # them from the restored state.
-        self._setup_dataloaders(stage)
+        # them from the restored state (unless configure_optimizers asked for them first, as in Lightning).
+        if self._loaders_ready != stage:
+            self._setup_dataloaders(stage)
         if stage == "fit":  # with the loaders: a position saved at another world size is counted in their batches
             start_attempt(trainer, self._healing, loaded)
         self._setup_loggers()

@@ -27,7 +27,7 @@ from xtrain.core.accelerator import Accelerator
 from xtrain.core.errors import ConfigError
 from xtrain.core.registry import ACCELERATORS, STRATEGIES
 from xtrain.core.strategy import Strategy
-from xtrain.core.testing._check import check, check_declared_data, fail
+from xtrain.core.testing._check import check, check_declared_data, fail, require_registered_name
 from xtrain.core.testing.conformance_environment import ClusterEnvironmentConformance
 from xtrain.core.testing.conformance_plugins import CheckpointIOConformance, PrecisionConformance
 from xtrain.core.testing.doubles import simulate_devices
@@ -251,6 +251,10 @@ class StrategyConformance:
     timeout: ClassVar[float] = 180.0
     accumulate_grad_batches: ClassVar[int] = 2
     checks_no_backward_sync: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        require_registered_name(cls, "strategy", "xtrain.strategies")
 
     def _make(self) -> Strategy:
         created = STRATEGIES.create(self.strategy)

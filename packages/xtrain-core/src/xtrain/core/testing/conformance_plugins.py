@@ -14,7 +14,7 @@ from xtrain.core.checkpoint_io import CheckpointIO
 from xtrain.core.errors import CheckpointError
 from xtrain.core.precision import Precision
 from xtrain.core.registry import ACCELERATORS, CHECKPOINT_IO, PRECISIONS
-from xtrain.core.testing._check import check, check_declared_data, fail
+from xtrain.core.testing._check import check, check_declared_data, fail, require_registered_name
 from xtrain.core.testing._probe import same_value
 
 __all__ = ["CheckpointIOConformance", "PrecisionConformance"]
@@ -48,6 +48,10 @@ class PrecisionConformance:
     expected_activation_dtype: ClassVar[torch.dtype] = torch.float32
     numerics_dtype: ClassVar[torch.dtype | None] = None
     numerics_tolerance: ClassVar[float] = 16.0
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        require_registered_name(cls, "precision", "xtrain.precision")
 
     def _make(self) -> Precision:
         created = PRECISIONS.create(self.precision)

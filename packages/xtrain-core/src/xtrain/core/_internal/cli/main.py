@@ -108,7 +108,7 @@ def _root_parser(with_catalogue: bool) -> Any:
     from xtrain.core._internal.cli.plugin_new import add_plugin_actions, plugin_parser
 
     plugin = plugin_parser()
-    commands.add_subcommand("plugin", plugin, help="start a plugin package of your own")
+    commands.add_subcommand("plugin", plugin, help="start a plugin package of your own, or list the installed ones")
     add_plugin_actions(plugin)
     from xtrain.core._internal.migrate.runner import add_arguments
 

@@ -237,9 +237,21 @@ def add_plugin_actions(parser: Any) -> None:
     new.add_argument("name", type=str, help="The name users will pass, e.g. 'acme_npu'.")
     new.add_argument("--directory", type=str, default=".", help="Where to create xtrain-NAME/.")
     commands.add_subcommand("new", new, help="scaffold a plugin package")
+    listing = ArgumentParser(description="List every installed plugin by kind and the package it comes from, "
+                             "importing nothing; --check imports each and says which fail to load, and why.")
+    listing.add_argument("--check", action="store_true", help="Import every plugin and report the broken ones.")
+    commands.add_subcommand("list", listing, help="list the installed plugins (--check: and whether they load)")
 
 
 def run_plugin(cfg: Any) -> int:
+    if cfg.action == "list":
+        from xtrain.core._internal.cli.plugin_list import plugin_report
+
+        lines, broken = plugin_report(check=cfg.list.check)
+        print("\n".join(lines))
+        if cfg.list.check:
+            print(f"{broken} plugin(s) failed to load" if broken else "every plugin loads")
+        return 1 if broken else 0
     if cfg.action != "new":
         return 2
     root = new_plugin(cfg.new.kind, cfg.new.name, Path(cfg.new.directory))

@@ -29,8 +29,12 @@ def prepare_batch(strategy: Strategy, batch: Any) -> Any:
 
 
 def _no_grad(trainer: Trainer) -> AbstractContextManager[Any]:
+    """``torch.inference_mode`` where allowed, except for validation inside ``fit`` (the sanity check too), which runs
+    under ``torch.no_grad`` as Lightning's: a value computed there and kept on the module (a running statistic) may
+    then be used by ``training_step`` in a backward pass, which an inference tensor cannot be."""
     strategy = trainer.strategy
-    if trainer.inference_mode and strategy.accelerator.supports_inference_mode and strategy.supports_inference_mode:
+    if (trainer.inference_mode and trainer.state != "fit" and strategy.accelerator.supports_inference_mode
+            and strategy.supports_inference_mode):
         return torch.inference_mode()
     return torch.no_grad()
 

@@ -27,7 +27,7 @@ from xtrain.core._internal.hook_overrides import batch_preparer, module_override
 from xtrain.core._internal.loops.hooked_step import STEP_HOOKS, hooked_optimizer_step
 from xtrain.core._internal.optimizer import requires_closure
 from xtrain.core._internal.progress_signal import PROGRESS
-from xtrain.core._internal.run_flags import min_reached, reload_due
+from xtrain.core._internal.run_flags import draw_as_reloaded, min_reached, reload_due
 from xtrain.core._internal.sampler import SeededBatchSampler
 from xtrain.core._internal.step_signature import step_args
 from xtrain.core.errors import ConfigError
@@ -147,6 +147,7 @@ class FitLoop:
         p = t._progress
         if reload_due(t._flags, p.epoch) and p.batches_in_epoch == 0:
             t._setup_dataloaders("fit")
+            draw_as_reloaded(t._train_loader)
         loader = t._train_loader
         sampler = resumable_sampler(loader)
         resumed = p.batches_in_epoch > 0

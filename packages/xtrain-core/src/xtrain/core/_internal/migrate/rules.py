@@ -359,6 +359,9 @@ RULES: tuple[Rule, ...] = (
         ("training", "train"), ("validation", "validation"), ("test", "test"), ("predict", "predict"))),
     *(_r(A, name, None, "removed in Lightning 2.0: do this at the end of *_step") for name in (
         "validation_step_end", "test_step_end")),
+    _r(A, "configure_sharded_model", None, "deprecated since Lightning 2.1: xtrain calls it, as Lightning does, with "
+                                           "a deprecation warning; rename it configure_model (built on the right "
+                                           "device and dtype)"),
     _r(A, "on_epoch_start", None, "removed in Lightning 2.0: use on_train_epoch_start"),
     _r(A, "on_epoch_end", None, "removed in Lightning 2.0: use on_train_epoch_end"),
     _r(A, "on_batch_start", None, "removed in Lightning 2.0: use on_train_batch_start"),
@@ -398,7 +401,7 @@ RULES: tuple[Rule, ...] = (
     _r(TA, "num_gpus", None, "Lightning 1.x: use trainer.world_size"),
     _r(TA, "state.fn", "state", "trainer.state is the plain string \"fit\", \"validate\", \"test\" or "
                                 "\"predict\" (TrainerFn's values; None before the first run)", action=TR),
-    _r(TA, "state.stage", None, "xtrain has no running stage: use trainer.training, trainer.validating, "
+    _r(TA, "state.stage", None, "xtrain has no running stage: use trainer.training, trainer.validating, trainer.evaluating, "
                                 "trainer.testing, trainer.predicting or trainer.sanity_checking (True during that "
                                 "stage; all False where Lightning's stage is None)"),
     _r(TA, "state.status", None, "xtrain keeps no run status: trainer.state is None before the first run "
