@@ -289,3 +289,76 @@ def test_scheduler_created_after_setup_in_skip_mode(recwarn: pytest.WarningsReco
     scheduler.step()
     assert not recwarn.list and not optimizer.step_was_skipped
     assert optimizer.param_groups[0]["lr"] == pytest.approx(0.05)
+
+
+def test_skip_mode_leaves_the_scaler_alone_with_stale_gradients() -> None:
+    """Outside trial S2: with ``zero_grad(set_to_none=False)`` a skipped batch still stepped the scaler, which
+    counted it as a good step (the scale doubled at growth_interval=1). A skipped batch reaches neither the plugin nor
+    the optimizer, and clip_gradients unscales nothing on it."""
+    engine = _mixed_engine(on_nonfinite_loss="skip")
+    layer = nn.Linear(2, 1)
+    model, optimizer = engine.setup(layer, torch.optim.SGD(layer.parameters(), lr=0.1))
+    scaler = engine.strategy.precision.scaler  # type: ignore[attr-defined]
+    scaler.set_growth_factor(2.0)
+    scaler._growth_interval = 1  # every good step doubles the scale: a counted skipped batch would show
+    engine.backward(model(torch.randn(4, 2)).mean() * 1e-3)
+    optimizer.step()
+    scale = scaler.get_scale()
+    optimizer.zero_grad(set_to_none=False)
+    before = layer.weight.detach().clone()
+    with pytest.warns(UserWarning, match="on_nonfinite_loss='skip'"):
+        engine.backward(model(torch.randn(4, 2)).sum() * float("nan"))
+    assert engine.clip_gradients(model, optimizer, max_norm=1.0) is None
+    optimizer.step()
+    assert optimizer.step_was_skipped and torch.equal(layer.weight, before)
+    assert scaler.get_scale() == scale, "a skipped batch counted as a step of the scaler"
+    engine.backward(model(torch.randn(4, 2)).mean() * 1e-3)
+    assert engine.clip_gradients(model, optimizer, max_norm=1.0) is not None  # unscales now, once
+    optimizer.step()
+    assert not optimizer.step_was_skipped and scaler.get_scale() == 2 * scale
+
+
+def _resumable_run(engine: Engine, steps: range, state_path: Any = None, load_from: Any = None) -> list[float]:
+    torch.manual_seed(0)
+    layer = nn.Linear(4, 1)
+    model, optimizer = engine.setup(layer, torch.optim.SGD(layer.parameters(), lr=1e-3))
+    scaler = engine.strategy.precision.scaler  # type: ignore[attr-defined]
+    if load_from is not None:
+        engine.load(load_from, {"model": model, "optimizer": optimizer})
+    data = torch.Generator().manual_seed(1)
+    xs = [torch.randn(8, 4, generator=data) * 30 for _ in range(12)]
+    trace = []
+    for i in steps:
+        optimizer.zero_grad()
+        engine.backward(nn.functional.mse_loss(model(xs[i]), xs[i].sum(-1, keepdim=True)))
+        optimizer.step()
+        trace.append(scaler.get_scale())
+        if state_path is not None and i == 5:
+            engine.save(state_path, {"model": model, "optimizer": optimizer})
+    return trace + layer.weight.detach().flatten().tolist()
+
+
+def test_engine_save_keeps_the_scalers_state_so_a_resumed_run_scales_as_the_uninterrupted_one(tmp_path: Any) -> None:
+    """Outside trial S2: the checkpoint held no scaler state; after load the scale was back at its initial value
+    and the resumed run skipped other steps than the uninterrupted one."""
+    whole = _resumable_run(_mixed_engine(), range(12), state_path=tmp_path / "mid.ckpt")
+    assert len(set(whole[:12])) > 1, "the run must change its scale for this test to mean something"
+    resumed = _resumable_run(_mixed_engine(), range(6, 12), load_from=tmp_path / "mid.ckpt")
+    assert resumed == whole[6:]
+    assert "xtrain_precision" in torch.load(tmp_path / "mid.ckpt", weights_only=True)
+    bf16 = Engine(accelerator="cpu", precision="bf16-mixed")  # another precision: its own state, nothing to restore
+    layer = nn.Linear(4, 1)
+    model, optimizer = bf16.setup(layer, torch.optim.SGD(layer.parameters(), lr=1e-3))
+    assert bf16.load(tmp_path / "mid.ckpt", {"model": model, "optimizer": optimizer}) == {}
+
+
+def test_a_scaled_precisions_overflow_warning_says_the_scaler_skips_it() -> None:
+    engine = _mixed_engine()
+    layer = nn.Linear(2, 1)
+    model, _ = engine.setup(layer, torch.optim.SGD(layer.parameters(), lr=0.1))
+    with pytest.warns(UserWarning, match="the training loss became non-finite") as caught:
+        engine.backward(model(torch.randn(4, 2)).sum() * float("inf"))
+    message = str(caught[0].message)
+    assert "at step 0;" in message and "(epoch" not in message, message  # no dataloader: no invented epoch
+    assert "precision '16-mixed''s gradient scaler skips each optimizer step" in message, message
+    assert "probably NaN" not in message, message

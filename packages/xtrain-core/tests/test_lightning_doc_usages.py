@@ -230,3 +230,101 @@ def test_a_lightning_hparams_yaml_with_tuples_is_read(tmp_path: Path) -> None:
 
     with pytest.raises(CheckpointError, match="tag that would build a Python object"):
         read_hparams_file(path)
+
+
+class Reloading(SeesBatches):
+    """Shuffled, reloaded every epoch, optionally with worker processes; records a random draw per epoch."""
+
+    def __init__(self, num_workers: int = 0) -> None:
+        super().__init__()
+        self.num_workers = num_workers
+        self.draws: list[float] = []
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    def train_dataloader(self) -> DataLoader[Any]:
+        return DataLoader(TensorDataset(_X), batch_size=4, shuffle=True, num_workers=self.num_workers)
+
+    def val_dataloader(self) -> None:
+        return None
+
+    def on_train_epoch_end(self) -> None:
+        self.draws.append(torch.rand(1).item())
+
+
+def test_a_resume_with_reloaded_loaders_continues_the_uninterrupted_order(tmp_path: Path) -> None:
+    """Outside trial T2: the saved random state was restored after the reload's draw, so the resumed epochs had an
+    order of neither run."""
+    from xtrain.core import seed_everything
+    from xtrain.core.callbacks import ModelCheckpoint
+
+    seed_everything(7)
+    whole = Reloading()
+    _trainer(tmp_path, max_epochs=4, reload_dataloaders_every_n_epochs=1).fit(whole)
+    seed_everything(7)
+    first = Reloading()
+    saver = ModelCheckpoint(dirpath=tmp_path / "ck", save_top_k=-1, filename="e{epoch}")
+    _trainer(tmp_path, max_epochs=2, reload_dataloaders_every_n_epochs=1, enable_checkpointing=True,
+             callbacks=[saver]).fit(first)
+    seed_everything(7)  # as a new process would
+    resumed = Reloading()
+    _trainer(tmp_path, max_epochs=4, reload_dataloaders_every_n_epochs=1).fit(
+        resumed, ckpt_path=tmp_path / "ck" / "eepoch=1.ckpt")
+    assert first.seen == whole.seen[:6] and resumed.seen == whole.seen[6:]
+    assert resumed.draws == whole.draws[2:]
+
+
+def test_reloaded_loaders_with_workers_give_lightnings_order(tmp_path: Path) -> None:
+    """Lightning 2.6.6 (seed 7, 12 samples, batch 4, num_workers=2, reloaded every epoch): its reload opens an
+    iterator that prefetches, which starts the sampler's epoch (one more draw); epoch 1's order and draw below."""
+    from xtrain.core import seed_everything
+
+    seed_everything(7)
+    model = Reloading(num_workers=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _trainer(tmp_path, max_epochs=2, reload_dataloaders_every_n_epochs=1).fit(model)
+    assert model.seen[3:] == [[1, 0, 5, 2], [10, 11, 4, 3], [7, 9, 6, 8]]
+    assert round(model.draws[1], 4) == 0.3593
+
+
+def test_a_backward_override_is_warned_as_never_called(tmp_path: Path) -> None:
+    """Outside trial T2: migrate marks it only on a direct LightningModule subclass; a subclass of a base in another
+    file kept its backward silently unused."""
+    class Base(TinyClassifier):
+        pass
+
+    class CustomBackward(Base):
+        def backward(self, loss: torch.Tensor) -> None:
+            loss.backward(retain_graph=True)
+
+    with pytest.warns(UserWarning, match=r"CustomBackward defines backward\(\), a Lightning hook that xtrain never "
+                                         r"calls.*on_before_backward"):
+        _trainer(tmp_path, limit_train_batches=1, limit_val_batches=0).fit(CustomBackward(), datamodule=TinyData())
+
+
+def test_stage_flags_in_the_sanity_check_and_in_validates_setup(tmp_path: Path) -> None:
+    class Flags(RecordsStages):
+        def setup(self, stage: str) -> None:
+            self.during[f"setup {stage}"] = self._flags()
+
+        def on_validation_start(self) -> None:
+            self.during["sanity" if self.trainer.sanity_checking else "validation"] = self._flags()
+
+    model = Flags()
+    trainer = _trainer(tmp_path, limit_train_batches=1, limit_val_batches=1, num_sanity_val_steps=1)
+    trainer.fit(model, datamodule=TinyData())
+    trainer.validate(model, datamodule=TinyData())
+    none = dict.fromkeys(("training", "validating", "testing", "predicting", "evaluating", "sanity_checking"), False)
+    assert model.during["sanity"] == none | {"sanity_checking": True, "evaluating": True}  # Lightning's ....SE
+    assert model.during["validation"] == none | {"validating": True, "evaluating": True}
+    assert model.during["setup validate"] == none | {"validating": True, "evaluating": True}
+
+
+def test_trainer_attributes_lightning_scripts_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trainer = _trainer(tmp_path, barebones=True)
+    assert trainer.barebones and trainer.precision_plugin is trainer.strategy.precision
+    trainer.print("shown on rank 0")
+    assert capsys.readouterr().out == "shown on rank 0\n"
+    assert TrainModule.CHECKPOINT_HYPER_PARAMS_KEY == "hyper_parameters"

@@ -45,6 +45,7 @@ from xtrain.core.strategy import ReduceOp, Strategy
 __all__ = ["Engine"]
 
 _T = TypeVar("_T")
+_PRECISION_KEY = "xtrain_precision"  # the precision plugin's state in an engine.save checkpoint (the scaler's)
 
 
 class Engine:
@@ -85,8 +86,9 @@ class Engine:
         self._strategy = resolve(accelerator=accelerator, devices=devices, num_nodes=num_nodes, strategy=strategy,
                                  precision=precision, plugins=plugins).strategy
         self._strategy.set_hang_timeout(parse_hang_timeout(hang_timeout))
-        self._nonfinite = NonFiniteCheck(mode, every=50, hint=ENGINE_HINT)
-        self._where = [0, 0]
+        scaled_by = self._strategy.precision.name if getattr(self._strategy.precision, "scaler", None) else None
+        self._nonfinite = NonFiniteCheck(mode, every=50, hint=ENGINE_HINT, scaled_by=scaled_by)
+        self._where = [-1, -1]  # (epoch, batch) of the set-up dataloader iterated last; none yet
         self._passes: list[EngineLoader] = []
         self._backward_calls = 0
         self._launched = False
@@ -293,10 +295,16 @@ class Engine:
 
     def clip_gradients(self, module: EngineModule, optimizer: torch.optim.Optimizer, *,
                        max_norm: float | None = None, clip_val: float | None = None) -> torch.Tensor | None:
-        """Clip gradients by total norm (``max_norm``) or value (``clip_val``), after unscaling them."""
+        """Clip gradients by total norm (``max_norm``) or value (``clip_val``), after unscaling them.
+
+        Returns the total norm before clipping (by norm), or ``None``: by value, and after a backward that
+        ``on_nonfinite_loss="skip"`` skipped (nothing is unscaled or clipped; the step that follows is skipped too).
+        """
         if (max_norm is None) == (clip_val is None):
             raise ConfigError("max_norm", max_norm, "exactly one of max_norm and clip_val must be given.",
                               fix="pass max_norm=1.0 to clip by norm, or clip_val=0.5 to clip by value.")
+        if self._nonfinite.last_skipped:
+            return None
         algorithm: Literal["norm", "value"] = "norm" if max_norm is not None else "value"
         value = max_norm if max_norm is not None else clip_val
         assert value is not None
@@ -404,7 +412,9 @@ class Engine:
         """Save modules, optimizers and plain values through the strategy. Every rank must call it.
 
         Modules are stored unwrapped and optimizers keyed by parameter name, so the checkpoint loads under any
-        strategy; a sharding strategy (``fsdp``) writes a directory in which every rank stores its shards.
+        strategy; a sharding strategy (``fsdp``) writes a directory in which every rank stores its shards. With a
+        module or optimizer, the precision plugin's state goes along (``16-mixed``'s gradient scaler: its scale and
+        growth tracker, as Accelerate's ``save_state``), so a resumed run scales as the uninterrupted one.
         """
         if isinstance(path, Mapping) and isinstance(state, (str, os.PathLike)):
             raise ConfigError("path", type(path).__name__, "comes first in engine.save(path, state): the arguments "
@@ -418,6 +428,9 @@ class Engine:
             # Not for a plain dict (engine.save(path, model.state_dict())): as with Fabric, the file is then that
             # dict, which model.load_state_dict(torch.load(path)) reads without an unexpected key.
             checkpoint = {"xtrain": write_manifest(self._strategy, written_by="Engine"), **checkpoint}
+            precision_state = self._strategy.precision.state_dict()
+            if precision_state:
+                checkpoint[_PRECISION_KEY] = precision_state
         self._strategy.save_checkpoint(checkpoint, path)
         self._strategy.checkpoint_io.settle()
         self._strategy.barrier("engine.save")
@@ -432,17 +445,26 @@ class Engine:
                                    for key, target in (state or {}).items()
                                    if isinstance(target, (nn.Module, torch.optim.Optimizer))}
         checkpoint = self._strategy.load_checkpoint(path, targets=targets)
-        checkpoint.pop("xtrain", None)
-        self._plan_load(str(path), checkpoint, state or {}, strict=strict).check()
+        manifest = checkpoint.pop("xtrain", None)
+        precision = self._strategy.precision
+        saved_precision = checkpoint.pop(_PRECISION_KEY, None)
+        if not isinstance(manifest, dict) or manifest.get("precision") != precision.name:
+            saved_precision = None  # written under another precision (a bf16 run has no scaler to restore)
+        plan = self._plan_load(str(path), checkpoint, state or {}, strict=strict)
+        if saved_precision is not None:
+            plan.like(_PRECISION_KEY, saved_precision, precision.state_dict())
+        plan.check()
         from xtrain.core._internal.restore_apply import apply_with_rollback, except_failed, extra_states, roll_back
 
         # The modules' extra states and the stateful objects (schedulers, samplers, user counters) first: user code
         # the plan cannot check, undone together if one refuses its state (or a module then refuses its weights).
         extras = [entry for key, target in (state or {}).items() if key in checkpoint and isinstance(target, nn.Module)
                   for entry in extra_states(unwrap(target), checkpoint[key])]
-        undo = apply_with_rollback(str(path), [*extras, *[(key, target, checkpoint.pop(key))
-                                                         for key, target in (state or {}).items()
-                                                         if key in checkpoint and _stateful(target)]])
+        stateful = [(key, target, checkpoint.pop(key)) for key, target in (state or {}).items()
+                    if key in checkpoint and _stateful(target)]
+        if saved_precision is not None:
+            stateful.append((f"the precision {precision.name!r}", precision, saved_precision))
+        undo = apply_with_rollback(str(path), [*extras, *stateful])
         try:
             self._load_targets(checkpoint, state or {}, strict=strict)
         except Exception as err:

@@ -36,6 +36,8 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
 
     automatic_optimization: bool = True
     prepare_data_per_node: bool = True
+    # Lightning's name of the checkpoint entry holding save_hyperparameters()'s values (on_load_checkpoint reads it)
+    CHECKPOINT_HYPER_PARAMS_KEY: ClassVar[str] = "hyper_parameters"
 
     def __init__(self) -> None:
         super().__init__()

@@ -31,7 +31,7 @@ from xtrain.core._internal.optimizer import StrategyOptimizer
 from xtrain.core._internal.preemption import Preemption
 from xtrain.core._internal.profiling import resolve_profiler
 from xtrain.core._internal.progress import FitProgress
-from xtrain.core._internal.removed_hooks import check_removed_hooks
+from xtrain.core._internal.removed_hooks import check_removed_hooks, warn_uncalled_hooks
 from xtrain.core._internal.resolve import resolve
 from xtrain.core._internal.rng import restore_rng_states
 from xtrain.core._internal.run_flags import ValClock, apply_torch_flags
@@ -462,6 +462,7 @@ class Trainer(RunLifecycle, StageLoaders, LoopServices, LightningAttributes):
                               "is done by your training_step under manual optimization (automatic_optimization=False).",
                               fix="leave it at its default and clip/accumulate in training_step.")
         check_removed_hooks(model, self._user_callbacks)
+        warn_uncalled_hooks(model)
         self._module = model
         model._trainer = self
         self.datamodule = datamodule if datamodule is not None else self.datamodule

@@ -38,16 +38,18 @@ def routes_steps(strategy: Strategy) -> bool:
 def prepare_steps(optimizers: Sequence[torch.optim.Optimizer], strategy: Strategy, check: NonFiniteCheck) -> None:
     """Give each set-up optimizer the Engine's step and Accelerate's ``step_was_skipped`` flag.
 
-    The ``"skip"`` guard goes inside the routed step, so the plugin sees every ``optimizer.step()`` call and its
-    scaler's per-step state (gradients unscaled by clipping) is settled even when the guard drops the step.
+    The ``"skip"`` guard goes outside the routed step: a skipped batch reaches neither the optimizer nor the
+    precision plugin, so a gradient scaler neither steps nor counts it towards growing its scale (whatever the
+    gradients hold: stale ones under ``zero_grad(set_to_none=False)``); ``Engine.clip_gradients`` does not unscale
+    on such a step either, so the scaler has no per-step state left to settle.
     """
     routed = routes_steps(strategy)
     for optimizer in optimizers:
         optimizer.step_was_skipped = False  # type: ignore[attr-defined]
-        if check.mode == "skip":
-            skippable_step(optimizer, check)
         if routed:
             route_step(optimizer, strategy)
+        if check.mode == "skip":
+            skippable_step(optimizer, check)
 
 
 def route_step(optimizer: torch.optim.Optimizer, strategy: Strategy) -> None:

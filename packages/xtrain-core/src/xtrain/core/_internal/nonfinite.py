@@ -45,6 +45,12 @@ def check_nonfinite_mode(value: object) -> NonFiniteMode:
     return value  # type: ignore[return-value]
 
 
+def _where(step: int, epoch: int, batch_idx: int) -> str:
+    """``at step 3 (epoch 0, batch 2)``; the step alone where no dataloader tells the epoch (an Engine loop over
+    data it did not set up: its epoch is then -1)."""
+    return f"at step {step}" if epoch < 0 else f"at step {step} (epoch {epoch}, batch {batch_idx})"
+
+
 def _finite(loss: torch.Tensor) -> bool:
     try:
         return math.isfinite(loss.item())  # a one-element loss, nearly always: one read, no reduction
@@ -65,15 +71,20 @@ class NonFiniteCheck:
             window, and the message must say so (a user reading "skips that step" expects the window gone).
         counted: Whether the loop reports the count of skipped batches when it ends (the fit loop does), so the
             once-only warning can say that later skips are not lost.
+        scaled_by: The name of a precision whose gradient scaler skips steps with non-finite gradients
+            (``16-mixed``): a float16 overflow is then routine, and ``"warn"``'s message must not call the weights
+            lost.
     """
 
     __slots__ = ("_accumulate", "_counted", "_gather", "_rank", "_window", "blocking", "every", "found", "hint",
-                 "last_skipped", "mode", "skipped")
+                 "last_skipped", "mode", "scaled_by", "skipped")
 
     def __init__(self, mode: NonFiniteMode, *, every: int,
                  gather: Callable[[torch.Tensor], torch.Tensor] | None = None, rank: int = 0,
-                 hint: str = TRAINER_HINT, accumulate: int = 1, counted: bool = False) -> None:
+                 hint: str = TRAINER_HINT, accumulate: int = 1, counted: bool = False,
+                 scaled_by: str | None = None) -> None:
         self.hint = hint
+        self.scaled_by = scaled_by
         self._accumulate, self._counted = accumulate, counted
         self.mode = mode
         self.every = max(1, every)
@@ -113,7 +124,7 @@ class NonFiniteCheck:
         self.last_skipped = bool(ranks) and self.mode == "skip"
         if not ranks:
             return False
-        where = f"at step {step} (epoch {epoch}, batch {batch_idx})"
+        where = _where(step, epoch, batch_idx)
         on = f"on rank(s) {ranks} " if self._gather is not None else ""
         if self.mode == "raise":
             value = loss.detach().float().reshape(-1)[0].item() if bad else math.nan
@@ -155,17 +166,20 @@ class NonFiniteCheck:
         self._warn(*window[first])
 
     def _warn(self, loss: torch.Tensor, step: int, epoch: int, batch_idx: int) -> None:
-        self.found = f"at step {step} (epoch {epoch}, batch {batch_idx})"
+        self.found = _where(step, epoch, batch_idx)
         rank = f" on rank {self._rank}" if self._gather is not None else ""
         # Without a sync (warn mode), each rank sees its own loss: a NaN on one rank reaches the others' weights
         # through the gradient all-reduce and their losses a step later, so the earliest rank's warning is the start.
         ranks = (" (each rank warns of its own first one; the lowest step among the ranks' warnings is where it "
                  "started)") if self._gather is not None else ""
         value = loss.detach().float().reshape(-1)[0].item()
+        fate = ("and the weights are probably NaN from there" if self.scaled_by is None else
+                f"and precision {self.scaled_by!r}'s gradient scaler skips each optimizer step whose gradients are "
+                f"non-finite (lowering its scale), so a float16 overflow now and then is routine; a loss that stays "
+                f"non-finite is not")
         warn_at_user(f"the training loss became non-finite (loss={value}){rank} {self.found}{ranks}; training goes on "
-                     f"(on_nonfinite_loss='warn'), and the weights are probably NaN from there. "
-                     f"on_nonfinite_loss='raise' stops before such a step is applied, 'skip' skips it. {self.hint}",
-                     UserWarning)
+                     f"(on_nonfinite_loss='warn'), {fate}. on_nonfinite_loss='raise' stops before such a step is "
+                     f"applied, 'skip' skips it. {self.hint}", UserWarning)
 
 
 def skippable_step(optimizer: torch.optim.Optimizer, check: NonFiniteCheck) -> None:

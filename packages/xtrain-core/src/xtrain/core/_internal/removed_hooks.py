@@ -8,10 +8,12 @@ the hook and where its code goes now. (``*_step_end`` stay hooks: the ``dp`` str
 from __future__ import annotations
 
 from typing import Any
+from weakref import WeakSet
 
+from xtrain.core._internal.user_warning import warn_at_user
 from xtrain.core.errors import ConfigError
 
-__all__ = ["check_removed_hooks"]
+__all__ = ["check_removed_hooks", "warn_uncalled_hooks"]
 
 _COLLECT = "; collect the step outputs yourself (append them to a list attribute in the step, clear it there)"
 _MODULE = {
@@ -35,6 +37,29 @@ _CALLBACK = {name: where for name, where in _MODULE.items() if name.startswith("
     "on_before_accelerator_backend_setup": "setup()",
     "on_keyboard_interrupt": "on_exception()",
 }
+
+
+# Lightning 2 hooks of the module that xtrain never calls, and where their code goes: warned, since Lightning runs them.
+_UNCALLED = {
+    "backward": "on_before_backward()/on_after_backward(), or manual optimization with self.manual_backward(loss)",
+    "on_validation_model_zero_grad": "nowhere: xtrain releases the gradients before each validation itself",
+}
+
+
+def warn_uncalled_hooks(module: Any) -> None:
+    """Warn once per class about a Lightning hook that xtrain never calls (``backward``): ``xtrain migrate`` marks it
+    only where it sees the class derive from ``LightningModule``, not through a base class in another file."""
+    cls = type(module)
+    if cls in _told:
+        return
+    _told.add(cls)
+    for name, where in _UNCALLED.items():
+        if callable(getattr(cls, name, None)):
+            warn_at_user(f"{cls.__name__} defines {name}(), a Lightning hook that xtrain never calls: what it adds is "
+                         f"skipped. Move it to {where}.", UserWarning)
+
+
+_told: WeakSet[type] = WeakSet()
 
 
 def check_removed_hooks(module: Any, callbacks: list[Any]) -> None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import torch
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
 
+from xtrain.core._internal.sampler import ResumableSampler
 from xtrain.core._internal.trainer_args import RunFlags
 
 if TYPE_CHECKING:
@@ -91,10 +92,17 @@ def draw_as_reloaded(loader: Any) -> None:
 
     Lightning opens an iterator of the reloaded training loader while setting it up and another for the epoch, and
     each iterator draws the loader's base seed (from its generator, else the global one): one draw more per reload
-    than an epoch without. Drawing it here costs nothing, where opening an iterator would start worker processes.
+    than an epoch without. With worker processes that first iterator also prefetches ``prefetch_factor`` batches
+    per worker, which starts the sampler's epoch (its draws; to its end when that is all the batches). Drawing
+    here costs nothing, where opening an iterator would start the workers.
     """
-    if isinstance(loader, DataLoader):
-        torch.empty((), dtype=torch.int64).random_(generator=loader.generator)
+    if not isinstance(loader, DataLoader):
+        return
+    torch.empty((), dtype=torch.int64).random_(generator=loader.generator)
+    sampler = getattr(loader.batch_sampler, "sampler", loader.sampler)
+    if loader.num_workers > 0 and isinstance(sampler, ResumableSampler):
+        prefetched = (loader.prefetch_factor or 2) * loader.num_workers
+        sampler.draw_as_opened(to_end=prefetched >= len(loader))
 
 
 class ValClock:

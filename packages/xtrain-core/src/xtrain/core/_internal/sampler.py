@@ -179,6 +179,20 @@ class ResumableSampler(Sampler[int]):
             state["generator_state"] = start.clone() if start is not None else self.generator.get_state()  # type: ignore[union-attr]
         return state
 
+    def draw_as_opened(self, *, to_end: bool) -> None:
+        """The draws ``RandomSampler`` makes when an iterator that is then thrown away starts it, without starting an
+        epoch here: its seed from the global generator, or with the user's generator the permutation (and, run
+        ``to_end``, the empty tail it draws at its end). A no-op for sequential and distributed sampling, which
+        draw nothing. (Lightning's reload opens such an iterator; with workers it prefetches, which starts us.)"""
+        if self.draws_from_generator:
+            assert self.generator is not None
+            if to_end:
+                self._draw_permutation(self.generator)
+            else:
+                torch.randperm(self._n, generator=self.generator)
+        elif self.num_replicas is None and self.shuffle:
+            torch.empty((), dtype=torch.int64).random_()
+
     def _draw_permutation(self, generator: torch.Generator) -> list[int]:
         """The draws ``RandomSampler.__iter__`` makes from its generator in an epoch of ``len(data_source)``
         samples: a permutation, then the empty tail ``randperm(n)[:0]`` it draws when run to its end (drawn here

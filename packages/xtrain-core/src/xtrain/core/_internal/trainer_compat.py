@@ -163,11 +163,14 @@ class LightningAttributes:
     def training(self) -> bool:
         """Whether the fit loop is training now (not validating, not in the sanity check); ``False`` once ``fit``
         returned, as Lightning's stage flags."""
-        return self._running and self._stage() == "fit" and self._metrics.stage == "train"
+        return (self._running and self._stage() == "fit" and self._metrics.stage == "train"
+                and not getattr(self, "sanity_checking", False))
 
     @property
     def validating(self) -> bool:
-        return self._running and self._metrics.stage == "validate" and self._stage() in ("fit", "validate")
+        """Inside ``validate`` (its ``setup`` too), or in the validation of ``fit`` (not its sanity check)."""
+        stage = self._stage()
+        return self._running and (stage == "validate" or (stage == "fit" and self._metrics.stage == "validate"))
 
     @property
     def testing(self) -> bool:
@@ -179,8 +182,8 @@ class LightningAttributes:
 
     @property
     def evaluating(self) -> bool:
-        """Validating or testing now (Lightning's)."""
-        return self.validating or self.testing
+        """Validating, testing or in the sanity check now (Lightning's)."""
+        return self.validating or self.testing or (self._running and bool(getattr(self, "sanity_checking", False)))
 
     # -- hardware, as Lightning's Trainer names it ------------------------------------------------------------------
     @property
@@ -228,6 +231,20 @@ class LightningAttributes:
     @property
     def reload_dataloaders_every_n_epochs(self) -> int:
         return self._flags.reload_dataloaders_every_n_epochs
+
+    @property
+    def barebones(self) -> bool:
+        return self._flags.barebones
+
+    @property
+    def precision_plugin(self) -> Any:
+        """Lightning's name of ``trainer.strategy.precision``."""
+        return self.strategy.precision
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        """``print`` on global rank 0 only, as Lightning's ``trainer.print``."""
+        if self.strategy.global_rank == 0:
+            print(*args, **kwargs)
 
     @property
     def progress_bar_callback(self) -> ProgressBar | None:

@@ -83,9 +83,10 @@ class LoopServices:
                                   f"skipped.", RuntimeWarning, stacklevel=2)
                     continue
                 if metric is None:
-                    raise ConfigError("monitor", config.monitor, "was never logged, so ReduceLROnPlateau cannot use it.",
-                                      choices=sorted(self.callback_metrics),
-                                      fix=f"log it with self.log({config.monitor!r}, value).")
+                    logged = sorted(self.callback_metrics)
+                    raise ConfigError("monitor", config.monitor, "was never logged, so ReduceLROnPlateau cannot use it"
+                                      + ("." if logged else " (nothing was logged before this scheduler's step)."),
+                                      choices=logged or None, fix=f"log it with self.log({config.monitor!r}, value).")
                 step_scheduler(self.module, config.scheduler, float(metric))
             else:
                 step_scheduler(self.module, config.scheduler, None)

@@ -145,12 +145,14 @@ class FitLoop:
     def _epoch(self) -> None:
         t = self.trainer
         p = t._progress
-        if reload_due(t._flags, p.epoch) and p.batches_in_epoch == 0:
+        resumed = p.batches_in_epoch > 0
+        if not resumed:  # before a reload: train_dataloader() and the reload's draws see the saved random state
+            t._restore_pending_rng()
+        if reload_due(t._flags, p.epoch) and not resumed:
             t._setup_dataloaders("fit")
             draw_as_reloaded(t._train_loader)
         loader = t._train_loader
         sampler = resumable_sampler(loader)
-        resumed = p.batches_in_epoch > 0
         total = t.num_training_batches
         self._restore_shuffle_generator(sampler, mid_epoch=resumed and p.batches_in_epoch < total)
         t._metrics.begin("train")

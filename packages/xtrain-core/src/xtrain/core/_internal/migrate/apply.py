@@ -9,6 +9,7 @@ import libcst as cst
 from xtrain.core._internal.migrate.arguments import apply_arguments
 from xtrain.core._internal.migrate.decisions import Binding, Plan
 from xtrain.core._internal.migrate.names import lightning_import
+from xtrain.core._internal.migrate.remainder import kept_lightning, others
 
 __all__ = ["PREFIX", "Applier"]
 
@@ -168,13 +169,22 @@ class Applier(cst.CSTTransformer):
                     module=cst.parse_expression(module),  # type: ignore[arg-type]
                     names=[_alias(n, a) for n, a in names])]))
             new += [cst.parse_statement(line + "\n") for line in lines]
-        if keep_original:
-            new.append(self._residual(updated_node, bindings))
+        kept = kept_lightning(updated_node, bindings) if keep_original else None
+        if kept is not None:
+            kept = kept.with_changes(leading_lines=())
+            new.append(kept)
+        noted = len(new) - 1 if kept is not None else 0
+        rest, first = others(updated_node)
+        if rest is not None:
+            if kept is not None:  # the line's own trailing comment stays with the rest of the line, once
+                new[-1] = kept.with_changes(trailing_whitespace=cst.TrailingWhitespace())
+            noted += first and bool(new)
+            new.insert(0 if first else len(new), rest.with_changes(leading_lines=()))
         if not new:
             return self._removed(updated_node) if not notes else _with_notes(
                 updated_node.with_changes(body=[cst.Pass()]), notes)
         new[0] = new[0].with_changes(leading_lines=updated_node.leading_lines)
-        new[-1 if keep_original else 0] = _with_notes(new[-1 if keep_original else 0], notes)
+        new[noted] = _with_notes(new[noted], notes)
         if len(new) == 1:
             return new[0].with_changes(trailing_whitespace=updated_node.trailing_whitespace)
         return cst.FlattenSentinel(new)
@@ -217,22 +227,6 @@ class Applier(cst.CSTTransformer):
         if not changed:
             return updated_node
         return updated_node.with_changes(body=body or [cst.SimpleStatementLine(body=[cst.Pass()])])
-
-    def _residual(self, node: cst.SimpleStatementLine, bindings: list[Binding]) -> cst.SimpleStatementLine:
-        """The original import, kept for the names xtrain cannot replace."""
-        keep = {b.local for b in bindings if b.is_module_import or (
-            (b.target is None or b.target.kind == "missing") and not b.resolved)}
-        body: list[cst.BaseSmallStatement] = []
-        for small in node.body:
-            if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
-                names = [a for a in small.names if (a.asname.name.value if a.asname else  # type: ignore[union-attr]
-                                                    cst.Module([]).code_for_node(a.name)) in keep]
-                if names:
-                    names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-                    body.append(small.with_changes(names=names))
-            else:
-                body.append(small)
-        return node.with_changes(body=body, leading_lines=[])
 
     def _compound(self, original_node: cst.CSTNode, updated_node: cst.CSTNodeT) -> cst.CSTNodeT:
         return _with_notes(updated_node, self.plan.notes.get(original_node, []))

@@ -14,6 +14,7 @@ import libcst as cst
 from xtrain.core._internal.migrate.decisions import Binding, dotted
 from xtrain.core._internal.migrate.lookup import ROOTS, canonical, find
 from xtrain.core._internal.migrate.names import lightning_import
+from xtrain.core._internal.migrate.remainder import kept_lightning
 
 __all__ = ["Bindings", "imports", "is_fallback", "leftover_notes"]
 
@@ -94,7 +95,8 @@ def leftover_notes(bindings: Sequence[Binding],
             binding.resolved = True
     for b in bindings:
         if b.is_module_import and b.unresolved:
-            code = cst.Module([]).code_for_node(b.statement).strip()
+            kept = kept_lightning(b.statement, [b])
+            code = "; ".join(cst.Module([]).code_for_node(s) for s in kept.body) if kept else b.local
             notes.append((b.statement, f"`{code}` stays only for the flagged {', '.join(sorted(set(b.unresolved)))}: "
                                        f"delete it once those lines are rewritten"))
     return notes

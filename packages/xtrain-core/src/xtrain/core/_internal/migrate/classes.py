@@ -14,11 +14,11 @@ import libcst as cst
 from xtrain.core._internal.migrate import installed
 from xtrain.core._internal.migrate.decisions import Recorder, dotted
 from xtrain.core._internal.migrate.idioms import BATCH_HOOKS, extra_batch_parameter
-from xtrain.core._internal.migrate.lookup import find, rule
+from xtrain.core._internal.migrate.lookup import canonical, find, rule
 from xtrain.core._internal.migrate.names import self_assignments
 from xtrain.core._internal.migrate.rules import Action, Section
 
-__all__ = ["Classes", "check_hook"]
+__all__ = ["Classes", "check_hook", "lightning_base"]
 
 _BASES = ("xtrain.core.TrainModule", "xtrain.core.DataModule", "xtrain.core.Callback")
 
@@ -35,9 +35,7 @@ class Classes:
         Lightning's), and return the xtrain base it derives from, if any."""
         base = None
         for arg, q in zip(node.bases, lightning, strict=True):
-            target = find(q) if q else None
-            found = target.qualified if target is not None and target.qualified in _BASES else None
-            base = base or (found if q else self._known.get(dotted(arg.value)))
+            base = base or (lightning_base(q) if q else self._known.get(dotted(arg.value)))
         defined = {s.name.value for s in node.body.body if isinstance(s, cst.FunctionDef)} | self_assignments(node)
         self._open.append((base, defined))
         if base is not None:
@@ -52,6 +50,27 @@ class Classes:
         if self._open and self._open[-1][0] == "xtrain.core.TrainModule":
             return self._open[-1][1]
         return None
+
+
+def lightning_base(lightning: str) -> str | None:
+    """The xtrain base that Lightning's class ``lightning`` stands for: its replacement when that is one, the base
+    its replacement derives from (``BoringModel``), else one read from the name, since Lightning's own models
+    (``DemoModel``) are LightningModules whose subclasses' hooks need the same check. Lightning's other classes
+    (a ``ModelCheckpoint``) are not matched by their subclasses, whose hooks are theirs, not a plain Callback's."""
+    target = find(lightning)
+    replacement = installed.resolve(target.qualified) if target is not None and target.kind == "name" else None
+    if target is not None and target.qualified in _BASES:
+        return target.qualified
+    for base in _BASES[:2]:
+        cls = installed.resolve(base)
+        if isinstance(replacement, type) and isinstance(cls, type) and issubclass(replacement, cls):
+            return base
+    last = lightning.rpartition(".")[2]
+    if canonical(lightning).startswith("lightning.fabric"):
+        return None
+    if last.endswith("DataModule"):
+        return _BASES[1]
+    return _BASES[0] if last.endswith(("Model", "Module")) else None
 
 
 def check_hook(out: Recorder, method: cst.FunctionDef, base: str) -> None:

@@ -518,4 +518,8 @@ RULES: tuple[Rule, ...] = (
        action=DOC),
     _r(B, "on_save_checkpoint", None, "called once per save point, also when ModelCheckpoint writes a top-k file "
                                       "and last.ckpt (a hard link of it); Lightning calls it once per file", action=DOC),
+    _r(B, "DataModule state in a checkpoint", None, "a DataModule's state_dict() is saved under the key "
+                                                    "'datamodule'; Lightning's key is the class name "
+                                                    "(checkpoint['MyDataModule']): code reading checkpoint files "
+                                                    "directly reads checkpoint['datamodule']", action=DOC),
 )
