@@ -33,6 +33,7 @@ from xtrain.core._internal.nonfinite import (
     NonFiniteCheck,
     NonFiniteMode,
     check_nonfinite_mode,
+    scaled_by,
 )
 from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.core._internal.resolve import resolve
@@ -86,8 +87,8 @@ class Engine:
         self._strategy = resolve(accelerator=accelerator, devices=devices, num_nodes=num_nodes, strategy=strategy,
                                  precision=precision, plugins=plugins).strategy
         self._strategy.set_hang_timeout(parse_hang_timeout(hang_timeout))
-        scaled_by = self._strategy.precision.name if getattr(self._strategy.precision, "scaler", None) else None
-        self._nonfinite = NonFiniteCheck(mode, every=50, hint=ENGINE_HINT, scaled_by=scaled_by)
+        self._nonfinite = NonFiniteCheck(mode, every=50, hint=ENGINE_HINT,
+                                         scaled_by=scaled_by(self._strategy.precision))
         self._where = [-1, -1]  # (epoch, batch) of the set-up dataloader iterated last; none yet
         self._passes: list[EngineLoader] = []
         self._backward_calls = 0

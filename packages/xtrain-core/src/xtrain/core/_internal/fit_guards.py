@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from xtrain.core._internal.data import LoaderShape
-from xtrain.core._internal.nonfinite import TRAINER_HINT, NonFiniteCheck
+from xtrain.core._internal.nonfinite import TRAINER_HINT, NonFiniteCheck, scaled_by
 from xtrain.core._internal.user_warning import warn_at_user
 from xtrain.core.errors import ConfigError, NonFiniteLossError
 
@@ -38,10 +38,10 @@ def nonfinite_check(trainer: Trainer) -> NonFiniteCheck:
     warn_unchecked_manual(trainer)
     hint = nonfinite_hint(gradient_clip_val=trainer.gradient_clip_val, detect_anomaly=trainer._flags.detect_anomaly,
                           blocking=mode != "warn")
-    scaled_by = strategy.precision.name if getattr(strategy.precision, "scaler", None) is not None else None
     return NonFiniteCheck(mode, every=trainer.log_every_n_steps, rank=strategy.global_rank, hint=hint,
                           gather=strategy.all_gather if strategy.world_size > 1 else None,
-                          accumulate=trainer.accumulate_grad_batches, counted=True, scaled_by=scaled_by)
+                          accumulate=trainer.accumulate_grad_batches, counted=True,
+                          scaled_by=scaled_by(strategy.precision))
 
 
 def nonfinite_hint(*, gradient_clip_val: float | None, detect_anomaly: bool, blocking: bool) -> str:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import TYPE_CHECKING
 from weakref import WeakSet
 
 from torch import nn
 
+from xtrain.core._internal.user_warning import warn_at_user
 from xtrain.core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -44,9 +44,8 @@ def _check_legacy_hook(module: nn.Module) -> None:
         raise ConfigError("configure_sharded_model", f"{name}.configure_sharded_model",
                           "is Lightning's deprecated name of configure_model, and both are defined.",
                           fix=f"move its code into {name}.configure_model and delete configure_sharded_model.")
-    warnings.warn(f"{name}.configure_sharded_model is deprecated (as in Lightning 2.1+): it is called, but rename "
-                  f"it configure_model, which builds the layers on the right device and dtype.",
-                  UserWarning, stacklevel=3)
+    warn_at_user(f"{name}.configure_sharded_model is deprecated (as in Lightning 2.1+): it is called, but rename it "
+                 f"configure_model, which builds the layers on the right device and dtype.", UserWarning)
 
 
 def mark_configured(module: nn.Module) -> None:

@@ -25,7 +25,7 @@ from xtrain.core._internal.user_warning import warn_at_user
 from xtrain.core.errors import ConfigError, NonFiniteLossError
 
 __all__ = ["ENGINE_HINT", "NONFINITE_MODES", "TRAINER_HINT", "NonFiniteCheck", "NonFiniteMode", "check_nonfinite_mode",
-           "skippable_step"]
+           "scaled_by", "skippable_step"]
 
 NonFiniteMode = Literal["warn", "raise", "skip"]
 NONFINITE_MODES: tuple[NonFiniteMode, ...] = ("warn", "raise", "skip")
@@ -43,6 +43,12 @@ def check_nonfinite_mode(value: object) -> NonFiniteMode:
         raise ConfigError("on_nonfinite_loss", value, "is not a way to handle a NaN or inf loss.",
                           choices=NONFINITE_MODES, fix="write on_nonfinite_loss='raise' to stop at the first one.")
     return value  # type: ignore[return-value]
+
+
+def scaled_by(precision: Any) -> str | None:
+    """The precision's name when it carries a gradient scaler (``16-mixed``, which skips steps with non-finite
+    gradients): :class:`NonFiniteCheck`'s ``scaled_by`` for the Trainer and the Engine alike."""
+    return str(precision.name) if getattr(precision, "scaler", None) is not None else None
 
 
 def _where(step: int, epoch: int, batch_idx: int) -> str:

@@ -64,8 +64,8 @@ def distribution(ep: EntryPoint) -> tuple[str, str]:
     return _DISTRIBUTIONS[key]
 
 
-_INSTANCE_EXAMPLES = {"xtrain.accelerators": "accelerator=TheirAccelerator()", "xtrain.strategies": "strategy=TheirStrategy()",
-                      "xtrain.precision": "precision=TheirPrecision()",
+_INSTANCE_EXAMPLES = {"xtrain.accelerators": "accelerator=TheirAccelerator()",
+                      "xtrain.strategies": "strategy=TheirStrategy()", "xtrain.precision": "precision=TheirPrecision()",
                       "xtrain.checkpoint_io": "plugins=[TheirCheckpointIO()]",
                       "xtrain.environments": "plugins=[TheirEnvironment()]"}
 
@@ -121,9 +121,9 @@ def announce_first_party_claims(installed: Mapping[str, EntryPoints], groups: It
             continue
         _announced.add(dist)
         tell(f"{dist} {versions[dist]} registers first-party names {', '.join(claims)}; they are ignored: a "
-                     f"third-party plugin can neither take over nor disable a built-in one. Fix: the maintainers of "
-                     f"{dist} should register other names (to use its plugins now, pass them as instances, e.g. "
-                     f"{_instance_example(claims_groups[dist])}), or uninstall {dist}.", category)
+             f"third-party plugin can neither take over nor disable a built-in one. Fix: the maintainers of {dist} "
+             f"should register other names (to use its plugins now, pass them as instances, e.g. "
+             f"{_instance_example(claims_groups[dist])}), or uninstall {dist}.", category)
 
 
 def hang_notice(argument: str, name: str, origin: str, dist: str, seconds: float, pin: str | None) -> str:

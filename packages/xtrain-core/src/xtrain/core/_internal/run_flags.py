@@ -23,8 +23,8 @@ from xtrain.core._internal.trainer_args import RunFlags
 if TYPE_CHECKING:
     from xtrain.core.strategy import Strategy
 
-__all__ = ["ValClock", "anomaly_detection", "apply_torch_flags", "draw_as_reloaded", "min_reached", "reload_due", "sync_batchnorm",
-           "unshuffled"]
+__all__ = ["ValClock", "anomaly_detection", "apply_torch_flags", "draw_as_reloaded", "min_reached", "reload_due",
+           "sync_batchnorm", "unshuffled"]
 
 
 def apply_torch_flags(flags: RunFlags, deterministic: bool | Literal["warn"] | None) -> None:

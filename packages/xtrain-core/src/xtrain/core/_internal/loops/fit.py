@@ -169,8 +169,7 @@ class FitLoop:
             self._epoch_end(True)
             return
         self._epoch_schedulers_stepped = False
-        if not resumed:
-            t._restore_pending_rng()
+        if not resumed:  # (the saved random state was restored above, before a reload)
             t._hooks.call("on_train_epoch_start")
         if sampler is not None:
             sampler.set_epoch(p.epoch)
