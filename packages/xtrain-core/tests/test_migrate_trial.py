@@ -9,15 +9,7 @@ import pytest
 
 pytest.importorskip("libcst")
 
-from xtrain.core._internal.migrate.source import Result, migrate_python
-
-
-def run(code: str) -> Result:
-    return migrate_python(textwrap.dedent(code))
-
-
-def messages(result: Result) -> list[str]:
-    return [m for _, m in result.attention]
+from migrate_helpers import messages, run
 
 
 def test_demo_networks_that_differ_are_flagged_not_renamed() -> None:

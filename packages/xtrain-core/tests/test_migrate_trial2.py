@@ -14,25 +14,11 @@ import pytest
 
 pytest.importorskip("libcst")
 
+from migrate_helpers import messages, run, runs
 from xtrain.core._internal.migrate import installed
 from xtrain.core._internal.migrate.config import migrate_yaml
 from xtrain.core._internal.migrate.runner import run as run_cli
-from xtrain.core._internal.migrate.source import Result, migrate_python
-
-
-def run(code: str) -> Result:
-    return migrate_python(textwrap.dedent(code))
-
-
-def messages(result: Result) -> list[str]:
-    return [m for _, m in result.attention]
-
-
-def runs(code: str) -> dict[str, object]:
-    """Execute migrated code (Lightning is not installed here, so any Lightning import left would fail)."""
-    namespace: dict[str, object] = {"__name__": "migrated"}
-    exec(compile(code, "<migrated>", "exec"), namespace)
-    return namespace
+from xtrain.core._internal.migrate.source import migrate_python
 
 
 # -- 1. try/except fallback imports ----------------------------------------------------------------------------------

@@ -4,21 +4,13 @@ of classes deriving from Lightning's through another class (or from ``BoringMode
 from __future__ import annotations
 
 import ast
-import textwrap
 
 import pytest
 
 pytest.importorskip("libcst")
 
-from xtrain.core._internal.migrate.source import Result, migrate_python
-
-
-def run(code: str) -> Result:
-    return migrate_python(textwrap.dedent(code))
-
-
-def messages(result: Result) -> list[str]:
-    return [m for _, m in result.attention]
+from migrate_helpers import messages, run, runs
+from xtrain.core._internal.migrate.source import migrate_python
 
 
 def imported(code: str) -> set[str]:
@@ -30,13 +22,6 @@ def imported(code: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             names |= {a.asname or a.name for a in node.names}
     return names
-
-
-def runs(code: str) -> dict[str, object]:
-    """Execute migrated code (Lightning is not installed here, so any Lightning import left would fail)."""
-    namespace: dict[str, object] = {"__name__": "migrated"}
-    exec(compile(code, "<migrated>", "exec"), namespace)
-    return namespace
 
 
 # -- 1. combined import statements -----------------------------------------------------------------------------------
