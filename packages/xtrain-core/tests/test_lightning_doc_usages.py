@@ -115,6 +115,29 @@ def test_configure_sharded_model_is_called_with_lightnings_deprecation(tmp_path:
     assert isinstance(model.layer, torch.nn.Linear) and model.trainer.global_step == 2
 
 
+def test_configure_sharded_model_may_call_super_and_is_not_called_unless_overridden(tmp_path: Path) -> None:
+    class CallsSuper(LegacySharded):
+        def configure_sharded_model(self) -> None:
+            super().configure_sharded_model()  # LegacySharded's
+            TrainModule.configure_sharded_model(self)  # the base, as Lightning's ModelHooks has one
+
+    model = CallsSuper()
+    with pytest.warns(UserWarning, match=r"CallsSuper.configure_sharded_model is deprecated"):
+        _trainer(tmp_path, limit_train_batches=2).fit(model, TinyData().train_dataloader())
+    assert model.trainer.global_step == 2
+
+    class Modern(LegacySharded):  # configure_model only: no deprecation warning, no refusal
+        configure_sharded_model = TrainModule.configure_sharded_model
+
+        def configure_model(self) -> None:
+            if not hasattr(self, "layer"):
+                self.layer = torch.nn.Linear(16, 4)
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*configure_sharded_model")
+        _trainer(tmp_path / "m", limit_train_batches=2).fit(Modern(), TinyData().train_dataloader())
+
+
 def test_configure_sharded_model_beside_configure_model_is_refused(tmp_path: Path) -> None:
     class Both(LegacySharded):
         def configure_model(self) -> None:

@@ -85,6 +85,10 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
         ``self.device_mesh`` is the named mesh to pass to ``parallelize_module`` and ``fully_shard``.
         """
 
+    def configure_sharded_model(self) -> None:
+        """Lightning's deprecated name of :meth:`configure_model`: an override is still called (before it, with a
+        deprecation warning), and ``super().configure_sharded_model()`` works, as in Lightning."""
+
     def configure_callbacks(self) -> list[Any]:
         """Callbacks this module needs, added to the Trainer's."""
         return []

@@ -24,7 +24,7 @@ def configure_model(module: nn.Module, strategy: Strategy) -> None:
     ``configure_sharded_model`` is called first, with Lightning's deprecation warning, rather than silently never
     (a module that builds its layers there would otherwise fail far from the cause: "empty parameter list")."""
     legacy = getattr(module, "configure_sharded_model", None)
-    if legacy is not None:
+    if legacy is not None and _overridden(module, "configure_sharded_model"):
         _check_legacy_hook(module)
         with strategy.module_init_context():
             legacy()
@@ -36,11 +36,16 @@ def configure_model(module: nn.Module, strategy: Strategy) -> None:
     _configured.add(module)
 
 
-def _check_legacy_hook(module: nn.Module) -> None:
+def _overridden(module: nn.Module, hook: str) -> bool:
+    """Whether ``module`` defines ``hook`` itself (any method of a plain ``nn.Module``; not TrainModule's own)."""
     from xtrain.core.module import TrainModule
 
+    return not isinstance(module, TrainModule) or getattr(type(module), hook) is not getattr(TrainModule, hook)
+
+
+def _check_legacy_hook(module: nn.Module) -> None:
     name = type(module).__name__
-    if isinstance(module, TrainModule) and type(module).configure_model is not TrainModule.configure_model:
+    if _overridden(module, "configure_model") and hasattr(module, "configure_model"):
         raise ConfigError("configure_sharded_model", f"{name}.configure_sharded_model",
                           "is Lightning's deprecated name of configure_model, and both are defined.",
                           fix=f"move its code into {name}.configure_model and delete configure_sharded_model.")
