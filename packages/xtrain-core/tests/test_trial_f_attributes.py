@@ -102,15 +102,12 @@ def test_fit_loop_is_left_as_it_is_by_migrate_and_names_what_it_offers(tmp_path:
 
 
 def test_a_lightning_checkpoint_as_ckpt_path_points_to_load_from_checkpoint(tmp_path: Path) -> None:
-    """A file in Lightning's layout (its keys as Lightning 2.6.6 writes them) given to fit/test: the message names
-    Lightning and the way that works."""
+    """A file in Lightning's layout (its keys as Lightning 2.6.6 writes them) given to fit: the message names
+    Lightning and the way that works (test takes it: test_lightning_checkpoints.py)."""
     module = TinyClassifier()
     path = tmp_path / "lightning.ckpt"
     torch.save({"epoch": 1, "global_step": 8, "pytorch-lightning_version": "2.6.6", "state_dict": module.state_dict(),
                 "loops": {}, "callbacks": {}, "optimizer_states": [], "lr_schedulers": [],
                 "hparams_name": "kwargs", "hyper_parameters": {"lr": 0.1}}, path)
-    for run in ("fit", "test"):
-        trainer = _trainer(tmp_path)
-        loaders = tiny_loaders()
-        with pytest.raises(CheckpointError, match=r"written by Lightning 2\.6\.6.*load_from_checkpoint\(path\)"):
-            getattr(trainer, run)(module, *(loaders if run == "fit" else loaders[1:]), ckpt_path=path)
+    with pytest.raises(CheckpointError, match=r"written by Lightning 2\.6\.6.*load_from_checkpoint\(path\)"):
+        _trainer(tmp_path).fit(module, *tiny_loaders(), ckpt_path=path)

@@ -154,7 +154,7 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
     def strict_loading(self) -> bool:
         """Whether restoring a checkpoint (``fit``/``validate``/... with ``ckpt_path``) requires every weight of the
         module and no other: set it to ``False`` where checkpoints hold only some weights (the trainable ones of a
-        fine-tune), as in Lightning. ``load_from_checkpoint`` takes its own ``strict=``."""
+        fine-tune), as in Lightning; ``load_from_checkpoint`` follows it unless given ``strict=``."""
         return bool(self.__dict__.get("_strict_loading", True))
 
     @strict_loading.setter

@@ -85,6 +85,11 @@ def read_manifest(path: PathLike) -> dict[str, Any]:
         what = "is a single file, not a sharded checkpoint directory" if Path(path).is_file() else "does not exist"
         raise CheckpointError(f"checkpoint {str(path)!r} {what}.")
     if not file.is_file() or file.is_symlink():
+        from xtrain.core._internal.lightning_checkpoint import lightning_directory
+
+        foreign = lightning_directory(Path(path))
+        if foreign is not None:
+            raise CheckpointError(foreign)
         raise CheckpointError(
             f"checkpoint directory {str(path)!r} has no {MANIFEST_FILE} (or it is a symlink), so it is incomplete (a "
             f"save was interrupted before every rank finished) or not an xtrain checkpoint. Resume from an earlier "

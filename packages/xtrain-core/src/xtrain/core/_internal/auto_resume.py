@@ -163,6 +163,10 @@ def newest_complete(paths: Iterable[Path], *, need: str | None = None) -> Path |
         except (CheckpointError, OSError) as err:
             rank_zero_info(f"ckpt_path='auto': skipping {path}: not a complete checkpoint ({err})")
             continue
+        if need is not None and "xtrain" not in keys:  # e.g. Lightning's last.ckpt in a migrated script's folder
+            written = "Lightning" if "pytorch-lightning_version" in keys else "another program"
+            rank_zero_info(f"ckpt_path='auto': skipping {path}: written by {written}, not by xtrain's Trainer")
+            continue
         if need is not None and need not in keys:
             rank_zero_info(f"ckpt_path='auto': skipping {path}: it has no {need!r} entry (weights only?)")
             continue

@@ -106,9 +106,11 @@ def read_full_file(path: str | Path, *, verify: bool = True, map_location: Any =
             f"unread (weights_only=True) and nothing in it was executed ({_refusal(err)}). Do not load a file you did "
             f"not write with weights_only=False: that runs whatever it holds. If you wrote it yourself with custom "
             f"objects, store them as tensors, numbers, strings, lists or dicts instead; a Lightning checkpoint whose "
-            f"save_hyperparameters recorded an object (a module, a functools.partial) is such a file: if you trust "
-            f"it, read it yourself (ckpt = torch.load(path, weights_only=False)) and load ckpt['state_dict'] into "
-            f"your model with load_state_dict."
+            f"save_hyperparameters recorded an object (an Enum, an argparse.Namespace, a module, a functools.partial) "
+            f"is such a file. If you trust it and the classes named above are yours, allow them and load again: "
+            f"torch.serialization.add_safe_globals([TheClass, ...]) keeps the hyperparameters; or read it yourself "
+            f"(ckpt = torch.load(path, weights_only=False)) and load ckpt['state_dict'] into your model with "
+            f"load_state_dict."
         ) from None
     except OSError as err:
         raise _damaged(file, err) from None
@@ -142,6 +144,16 @@ def _refuse_foreign(file: Path) -> None:
         raise CheckpointError(f"checkpoint {str(file)!r} is not a checkpoint file, or its first bytes are damaged: it "
                               f"is not a torch.save archive (it begins with {head!r}). Pass a .ckpt that Trainer.fit, "
                               f"ModelCheckpoint or torch.save wrote.")
+    if head.startswith(b"PK\x03\x04"):
+        try:
+            with zipfile.ZipFile(file) as archive:
+                names = archive.namelist()
+        except (zipfile.BadZipFile, OSError):
+            return  # a damaged archive: the CRC check and torch's reader say what is wrong
+        if not any(name.endswith("/data.pkl") for name in names):
+            raise CheckpointError(f"checkpoint {str(file)!r} is a zip archive that torch.save did not write (it holds "
+                                  f"{', '.join(map(repr, names[:3]))[:200]}{', ...' if len(names) > 3 else ''}). Pass "
+                                  f"a .ckpt that Trainer.fit, ModelCheckpoint or torch.save wrote.")
 
 
 def _refusal(err: BaseException) -> str:
@@ -149,7 +161,10 @@ def _refusal(err: BaseException) -> str:
     weights_only=False (for a hostile file, the one thing not to do)."""
     lines = [line.strip() for line in str(err).splitlines()]
     named = [line for line in lines if "unsupported" in line.lower() and "weights_only" not in line]
-    return named[0][:300] if named else "an object outside the tensor and container allowlist"
+    if not named:
+        return "an object outside the tensor and container allowlist"
+    line = named[0]  # bounded (it quotes names from the file), cut at a sentence's end rather than mid-word
+    return line if len(line) <= 500 else line[:500].rsplit(". ", 1)[0] + "."
 
 
 def _damaged(path: str | Path, err: BaseException) -> CheckpointError:

@@ -50,11 +50,14 @@ def collect_init_args(frame: FrameType, obj: object, names: Iterable[str], ignor
     return values
 
 
-def checkpoint_safe(hparams: dict[str, Any], owner: str) -> dict[str, Any]:
-    """The hyperparameters that a ``weights_only=True`` checkpoint can hold; warns once about the others."""
+def checkpoint_safe(hparams: dict[str, Any], owner: str, *, told: set[tuple[str, ...]] | None = None) -> dict[str, Any]:
+    """The hyperparameters that a ``weights_only=True`` checkpoint can hold; warns about the others (once per set of
+    names in ``told``: the owner's, so that a run's every save does not repeat it)."""
     kept = {k: v for k, v in hparams.items() if first_unloadable(v, k) is None}
     dropped = sorted(set(hparams) - set(kept))
-    if dropped:
+    if dropped and (told is None or tuple(dropped) not in told):
+        if told is not None:
+            told.add(tuple(dropped))
         warnings.warn(f"{owner}: hyperparameters {dropped} are not plain values that a weights_only load reads back "
                       f"(numbers, strings, tensors, dtypes, and lists, tuples, sets and dicts of them; a numpy number "
                       f"or a namedtuple is not one), so checkpoints do not store them. Pass "
@@ -76,7 +79,9 @@ def checkpoint_hparams(owner: object, prefix: str = "") -> dict[str, Any]:
     passes them back through it); ``hparams_type`` says which of the two it was.
     """
     hparams = getattr(owner, "hparams", {})
-    entries: dict[str, Any] = {f"{prefix}hyper_parameters": checkpoint_safe(dict(hparams), type(owner).__name__)}
+    told = vars(owner).setdefault("_unsaved_hparams_told", set())
+    entries: dict[str, Any] = {f"{prefix}hyper_parameters": checkpoint_safe(dict(hparams), type(owner).__name__,
+                                                                            told=told)}
     meta = vars(owner).get("_hparams_source", (None, "dict"))
     if meta[0] is not None:
         entries[f"{prefix}hparams_name"] = meta[0]

@@ -34,6 +34,11 @@ def read_for_loading(path: str | Path, map_location: Any) -> dict[str, Any]:
     large or deep once expanded); a sharded directory is refused with the command that consolidates it."""
     file = Path(path)
     if file.is_dir():
+        from xtrain.core._internal.lightning_checkpoint import lightning_directory
+
+        foreign = lightning_directory(file)
+        if foreign is not None:
+            raise CheckpointError(foreign)
         single = file.with_name(f"{file.stem if file.suffix == '.ckpt' else file.name}.full.ckpt")
         raise CheckpointError(f"checkpoint {str(file)!r} is a sharded checkpoint directory; load_from_checkpoint reads "
                               f"one file. Run: xtrain checkpoint consolidate '{file}' '{single}', then load "
@@ -64,7 +69,9 @@ def _init_kwargs(cls: type, checkpoint: dict[str, Any], prefix: str, overrides: 
         raise CheckpointError(f"checkpoint {str(path)!r}: its entry {prefix}hyper_parameters has keys that are not "
                               f"argument names ({', '.join(odd)}); {_DAMAGED}")
     kwargs: dict[str, Any] = dict(saved)
+    kwargs.pop("_instantiator", None)  # LightningCLI's: the function that built class_path entries
     kwargs.update(overrides)
+    _refuse_class_paths(cls, kwargs, overrides, path)
     signature = inspect.signature(cls.__init__)  # type: ignore[misc]
     params = signature.parameters
     name = checkpoint.get(f"{prefix}hparams_name")
@@ -77,6 +84,24 @@ def _init_kwargs(cls: type, checkpoint: dict[str, Any], prefix: str, overrides: 
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         kwargs = {k: v for k, v in kwargs.items() if k in params and k != "self"}
     return kwargs
+
+
+def _refuse_class_paths(cls: type, kwargs: dict[str, Any], overrides: dict[str, Any], path: str | Path) -> None:
+    """An argument LightningCLI saved as ``{"class_path": ..., "init_args": ...}``: Lightning imports and builds the
+    class the file names; xtrain builds nothing a file names, so the caller passes the object (the fix shows it)."""
+    named = {key: value for key, value in kwargs.items() if key not in overrides and isinstance(value, dict)
+             and isinstance(value.get("class_path"), str)}
+    if not named:
+        return
+    calls = []
+    for key, value in named.items():
+        init = value.get("init_args") if isinstance(value.get("init_args"), dict) else {}
+        arguments = ", ".join(f"{k}={v!r}" for k, v in init.items())
+        calls.append(f"{key}={value['class_path'][:200]}({arguments[:400]})")
+    raise CheckpointError(
+        f"checkpoint {str(path)!r}: the hyperparameter(s) {sorted(named)} of {cls.__name__} were saved by LightningCLI "
+        f"as a class to build ({{'class_path': ..., 'init_args': ...}}); xtrain never imports or builds what a file "
+        f"names. Build it yourself and pass it: {cls.__name__}.load_from_checkpoint(path, {', '.join(calls)}).")
 
 
 def _construct(cls: type[_T], kwargs: dict[str, Any], path: str | Path) -> _T:
@@ -114,14 +139,14 @@ def load_module(cls: type[_T], path: str | Path, *, map_location: Any, strict: b
     module.configure_model()  # type: ignore[operator]
     mark_configured(module)
     module.on_load_checkpoint(checkpoint)  # type: ignore[operator]
+    if strict is None:  # as Lightning: the module's own switch, for checkpoints of only the trainable weights
+        strict = bool(getattr(module, "strict_loading", True))
     plan = RestorePlan(str(path), target=cls.__name__)  # as fit's restore: a complex tensor for a float one, too
-    plan.module(state, module, strict=strict is not False)
-    partial = "" if strict is False else ", or strict=False to load the keys that match"
-    plan.fixes.append(f"pass the hyperparameters {cls.__name__} was built with when the checkpoint was saved (as "
-                      f"arguments to load_from_checkpoint){partial}.")
+    plan.module(state, module, strict=strict)
+    plan.fixes.append(_fix_for(cls.__name__, state, module, strict=strict))
     plan.check()
     try:
-        result = module.load_state_dict(state, strict=strict is not False)
+        result = module.load_state_dict(state, strict=strict)
     except RuntimeError as err:
         raise CheckpointError(f"the weights in {str(path)!r} do not fit {cls.__name__}: {err}. Pass strict=False to "
                               f"load the keys that match.") from None
@@ -134,6 +159,20 @@ def load_module(cls: type[_T], path: str | Path, *, map_location: Any, strict: b
     return module
 
 
+def _fix_for(name: str, state: dict[str, Any], module: torch.nn.Module, *, strict: bool) -> str:
+    """The fix a refused load names: other hyperparameters where a saved shape differs or the checkpoint has more
+    weights than the module; ``strict=False`` where it only lacks some (a fine-tune's frozen layers)."""
+    own = module.state_dict()
+    shapes_differ = any(isinstance(value, torch.Tensor) and key in own and value.shape != own[key].shape
+                        for key, value in state.items())
+    if strict and not shapes_differ and all(key in own for key in state):
+        return (f"the checkpoint lacks some of {name}'s weights: pass strict=False to load those it has (or set "
+                f"self.strict_loading = False in {name}.__init__, as in Lightning).")
+    partial = ", or strict=False to load the keys that match" if strict else ""
+    return (f"pass the hyperparameters {name} was built with when the checkpoint was saved (as arguments to "
+            f"load_from_checkpoint){partial}.")
+
+
 def load_datamodule(cls: type[_T], path: str | Path, *, map_location: Any, overrides: dict[str, Any],
                     hparams_file: str | Path | None = None) -> _T:
     """Build ``cls`` from ``path``'s data module hyperparameters (or ``hparams_file``'s) and restore its
@@ -144,7 +183,8 @@ def load_datamodule(cls: type[_T], path: str | Path, *, map_location: Any, overr
     on_load = getattr(datamodule, "on_load_checkpoint", None)
     if on_load is not None:
         on_load(checkpoint)
-    state = checkpoint.get("datamodule")
+    # Lightning keeps a data module's state under its class's name; xtrain under "datamodule".
+    state = checkpoint.get("datamodule", checkpoint.get(cls.__qualname__))
     if isinstance(state, dict):
         datamodule.load_state_dict(state)  # type: ignore[attr-defined]
     return datamodule

@@ -48,8 +48,9 @@ class ModuleApiMixin(nn.Module):
             hparams_file: A ``hparams.yaml`` (or ``.yml``/``.json``) whose values replace the hyperparameters saved
                 in the checkpoint, as in Lightning; read with ``yaml.safe_load`` (it cannot build Python objects).
                 The file loggers write one into the run's directory.
-            strict: Require the checkpoint's keys to match the module's exactly (default ``True``; ``False`` warns
-                about the keys that differ).
+            strict: Require the checkpoint's keys to match the module's exactly (default: the module's
+                ``strict_loading``, ``True`` unless it sets it, as in Lightning; ``False`` warns about the keys that
+                differ).
             kwargs: Constructor arguments that replace (or add to) the saved hyperparameters (and the file's).
         """
         from xtrain.core._internal.load_from_checkpoint import load_module

@@ -45,13 +45,19 @@ def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, 
     from the checkpoint is then optimized, and its state restored) and before the callbacks' and the plan.
     """
     if not isinstance(checkpoint.get("xtrain"), dict) or "state_dict" not in checkpoint:
-        lightning = "pytorch-lightning_version" in checkpoint and "state_dict" in checkpoint
+        from xtrain.core._internal.lightning_checkpoint import lightning_version, restore_lightning_weights
+
+        version = lightning_version(checkpoint)
+        if version is not None and not fitting:
+            restore_lightning_weights(trainer, checkpoint, path)
+            return
         raise CheckpointError(
             f"checkpoint {path!r} is not an xtrain checkpoint (it has no 'xtrain' manifest or no 'state_dict')"
-            + (f", it was written by Lightning {str(checkpoint['pytorch-lightning_version'])[:40]}: its optimizer and "
-               "loop states are Lightning's. Load its weights and hyperparameters with "
-               "MyModule.load_from_checkpoint(path), then fit, validate or test that module without ckpt_path."
-               if lightning else
+            + (f", it was written by Lightning {version}: fit cannot resume from it, as its optimizer and loop "
+               "states are Lightning's. Load its weights and hyperparameters with "
+               "MyModule.load_from_checkpoint(path), then fit that module without ckpt_path (validate, test and "
+               "predict take the file as ckpt_path)."
+               if version is not None else
                ". Load plain state dicts with module.load_state_dict(torch.load(...))."))
     meta = check_manifest(checkpoint["xtrain"], path)
     absent = [key for key in _FIT_ENTRIES if key not in checkpoint]
@@ -75,13 +81,7 @@ def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, 
     undo = apply_with_rollback(path, [*extra_states(strategy.module, checkpoint["state_dict"]),
                                        *_user_states(trainer, checkpoint, fitting=fitting),
                                        *_small_states(trainer, checkpoint, fitting=fitting)])
-    try:
-        strategy.load_module_state_dict(checkpoint["state_dict"], strict=strict_loading(trainer))
-    except Exception as err:
-        others = f"the run's other state was put back{except_failed(roll_back(undo))}"
-        raise CheckpointError(f"checkpoint {path!r}: the module refused its weights ({type(err).__name__}: "
-                              f"{str(err)[:300]}); {others}, but weights loaded before the error may have changed: "
-                              f"rebuild the model before using it.") from err
+    load_weights(trainer, checkpoint["state_dict"], path, undo)
     if not fitting:
         return
     for opt, state in zip(trainer.optimizers, checkpoint["optimizer_states"], strict=True):
@@ -97,6 +97,18 @@ def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, 
     logged = checkpoint.get("logged")  # absent from checkpoints of xtrain-core < 2.0
     trainer._pending_logged = logged[strategy.global_rank] if isinstance(logged, list) and same_world else None
     trainer._pending_sampler = checkpoint.get("sampler")  # with its shuffle generator's state: set by the fit loop
+
+
+def load_weights(trainer: Trainer, state: dict[str, Any], path: str,
+                 undo: Sequence[tuple[str, Callable[[], None]]]) -> None:
+    """The module's weights, last; if the module refuses them, the states applied before (``undo``) are put back."""
+    try:
+        trainer.strategy.load_module_state_dict(state, strict=strict_loading(trainer))
+    except Exception as err:
+        others = f"the run's other state was put back{except_failed(roll_back(undo))}"
+        raise CheckpointError(f"checkpoint {path!r}: the module refused its weights ({type(err).__name__}: "
+                              f"{str(err)[:300]}); {others}, but weights loaded before the error may have changed: "
+                              f"rebuild the model before using it.") from err
 
 
 def strict_loading(trainer: Trainer) -> bool:

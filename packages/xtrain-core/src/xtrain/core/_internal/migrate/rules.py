@@ -430,15 +430,29 @@ RULES: tuple[Rule, ...] = (
     _r(B, "checkpoints", None, "saved at safe points (after an optimizer step or a finished epoch) and resumed "
                                "exactly, mid-epoch included; loaded with weights_only=True, so hyperparameters "
                                "that are not plain values are left out with a warning when xtrain saves. A "
-                               "Lightning checkpoint whose save_hyperparameters recorded objects (an nn.Module, a "
-                               "functools.partial) is refused unread: if you wrote it and trust it, read it yourself "
-                               "(torch.load(path, weights_only=False)) and load its \"state_dict\" into the model",
+                               "Lightning checkpoint whose save_hyperparameters recorded objects (an Enum, an "
+                               "argparse.Namespace, an nn.Module, a functools.partial) is refused unread: if you "
+                               "trust it and the classes are yours, torch.serialization.add_safe_globals([TheClass]) "
+                               "then loads it with its hyperparameters; or read it yourself (torch.load(path, "
+                               "weights_only=False)) and load its \"state_dict\" into the model",
        action=DOC),
-    _r(B, "Lightning checkpoints", None, "load_from_checkpoint reads their weights and hyperparameters; "
-                                         "fit(ckpt_path=...) does not resume them (their optimizer and loop states "
-                                         "are Lightning's) and says so: load the weights, then fit without "
-                                         "ckpt_path, which restarts the optimizer, schedulers and step count",
+    _r(B, "Lightning checkpoints", None, "load_from_checkpoint reads their weights, hyperparameters (the module's "
+                                         "strict_loading applies, as in Lightning) and the data module's state; "
+                                         "validate/test/predict(ckpt_path=...) load their weights and the data "
+                                         "module's state, as Lightning does; fit(ckpt_path=...) does not resume them "
+                                         "(their optimizer and loop states are Lightning's) and says so: load the "
+                                         "weights, then fit without ckpt_path, which restarts the optimizer, "
+                                         "schedulers and step count; ckpt_path=\"auto\" skips them. A LightningCLI "
+                                         "checkpoint's class_path/init_args arguments are not built from the file: "
+                                         "pass the object (the message shows the call). Lightning's sharded folders "
+                                         "(FSDP, DeepSpeed) are consolidated with Lightning's own tools first (the "
+                                         "message names them)",
        action=DOC),
+    _r(B, "back to Lightning", None, "an xtrain checkpoint does not load in Lightning (no "
+                                     "pytorch-lightning_version; its loops are xtrain's): read it with "
+                                     "torch.load(path, weights_only=True) and load ckpt[\"state_dict\"] into the "
+                                     "LightningModule (the same keys) with load_state_dict; its hyperparameters are "
+                                     "ckpt[\"hyper_parameters\"]", action=DOC),
     _r(B, "checkpoint file names", None, "a \"/\" in a ModelCheckpoint filename template (\"{val/loss:.2f}\") "
                                          "becomes \"_\" (val_loss=0.12.ckpt); Lightning writes a subfolder "
                                          "(val/loss=0.12.ckpt)", action=DOC),
