@@ -95,7 +95,8 @@ def _refuse_class_paths(cls: type, kwargs: dict[str, Any], overrides: dict[str, 
         return
     calls = []
     for key, value in named.items():
-        init = value.get("init_args") if isinstance(value.get("init_args"), dict) else {}
+        init = value.get("init_args")
+        init = init if isinstance(init, dict) else {}
         arguments = ", ".join(f"{k}={v!r}" for k, v in init.items())
         calls.append(f"{key}={value['class_path'][:200]}({arguments[:400]})")
     raise CheckpointError(
