@@ -153,7 +153,7 @@ CASES = [
          "SLURM started 4 per node", needs=("ddp", "slurm"),
          env={"SLURM_NTASKS": "4", "SLURM_NTASKS_PER_NODE": "4", "SLURM_NNODES": "1", "SLURM_JOB_NAME": "train",
               "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_JOB_ID": "1",
-              "SLURM_NODELIST": "node1"}),
+              "SLURM_NODELIST": "node1", "SLURM_STEP_ID": "0"}),
     # -- num_nodes ---------------------------------------------------------------------------------------------------
     Case("L14-num-nodes-zero", trainer(num_nodes=0), "num_nodes", "positive int"),
     Case("L14-num-nodes-negative", trainer(num_nodes=-1), "num_nodes", "positive int"),

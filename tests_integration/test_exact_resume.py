@@ -75,8 +75,25 @@ def test_sigterm_saves_at_the_next_safe_point_and_resumes_exactly(tmp_path: Path
     assert code == 143, out  # SIGTERMException: the script stops there, a scheduler sees 128 + SIGTERM
     assert "finished at" not in out, out
     # At an epoch's last step the epoch-end save point follows at once: still one save (under SLURM, one requeue).
-    assert out.count("preemption signal received") == 1 and f"at step {signal_at}" in out, out
+    assert out.count("preemption signal (SIGTERM) received") == 1 and f"at step {signal_at}" in out, out
     code, out = train(tmp_path, "part", "--resume")
+    assert code == 0, out
+    assert_bitwise_equal(tmp_path / "full.pt", tmp_path / "part.pt")
+
+
+@pytest.mark.slow
+def test_resume_from_an_epoch_end_with_persistent_workers_is_bitwise_equal(tmp_path: Path) -> None:
+    """The uninterrupted run reuses its persistent workers at the next epoch; the resumed one starts them, which
+    draws their base seed from the global generator: that draw must not move the epoch's order (found by an
+    outside trial: other weights, dropout or not)."""
+    common = ["--workers", "2", "--every", "0"]  # persistent workers; checkpoints at epoch ends only
+    code, out = train(tmp_path, "full", *common)
+    assert code == 0, out
+    code, out = train(tmp_path, "part", *common, "--kill-at", "20")
+    assert code == -signal.SIGKILL, out
+    last = torch.load(tmp_path / "part" / "xtrain_logs" / "version_0" / "checkpoints" / "last.ckpt", weights_only=True)
+    assert last["loops"]["global_step"] == 16 and last["loops"]["batches_in_epoch"] == 0
+    code, out = train(tmp_path, "part", *common, "--resume")
     assert code == 0, out
     assert_bitwise_equal(tmp_path / "full.pt", tmp_path / "part.pt")
 
@@ -93,6 +110,23 @@ def test_slurm_sigusr1_saves_and_requeues(tmp_path: Path) -> None:
     assert code == 143, out  # fit raises SIGTERMException after the requeue: the script does not go on
     assert (tmp_path / "scontrol.args").read_text().split() == ["requeue", "4242"]
     assert "SLURM job 4242 requeued" in out
+
+
+@pytest.mark.slow
+def test_slurm_sigusr1_reaching_rank_1_alone_still_requeues(tmp_path: Path) -> None:
+    """SLURM's warning may reach a node's tasks at different times (or a user signals one task): every rank saves at
+    the same point, and the job is requeued whichever rank got the warning (rank 0 asks for it)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    scontrol = bin_dir / "scontrol"  # a test double: SLURM itself cannot run in this session (see test_slurm.py)
+    scontrol.write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path / 'scontrol.args'}\n")
+    scontrol.chmod(scontrol.stat().st_mode | stat.S_IEXEC)
+    env = {"SLURM_JOB_ID": "4343", "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    code, out = train(tmp_path, "part", "--signal-at", "7", "--signal", "USR1", "--signal-rank", "1",
+                      "--strategy", "ddp", "--devices", "2", env=env)
+    assert code == 143, out
+    assert (tmp_path / "scontrol.args").read_text().split() == ["requeue", "4343"], out
+    assert "preemption signal (SLURM's SIGUSR1 warning) received" in out and "SLURM job 4343 requeued" in out
 
 
 @pytest.mark.slow

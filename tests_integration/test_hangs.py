@@ -215,4 +215,4 @@ def test_slow_but_progressing_runs_finish(tmp_path: Path, case: str, hang_timeou
     if case == "slow_save":
         assert (out / "slow.ckpt").stat().st_size > 0
     if case == "preempt":
-        assert "preemption signal received" in result.output and (out / "checkpoints" / "last.ckpt").exists()
+        assert "preemption signal (SIGTERM) received" in result.output and (out / "checkpoints" / "last.ckpt").exists()

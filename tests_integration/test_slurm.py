@@ -143,7 +143,7 @@ def test_usr1_checkpoints_requeues_and_the_job_resumes_bitwise_exactly(root: Pat
     info = job.wait_end(timeout=300)
     out = job.output()
     assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", out
-    saved = re.search(r"preemption signal received; saved .*last\.ckpt at step (\d+)", out)
+    saved = re.search(r"preemption signal \(SLURM.s SIGUSR1 warning\) received; saved .*last\.ckpt at step (\d+)", out)
     assert saved and 6 <= int(saved.group(1)) < TOTAL_STEPS, out
     assert f"SLURM job {job.id} requeued." in out
     assert re.search(r"^rank 0/2 environment=slurm pid=\d+ restart=1 resume=auto$", out, re.MULTILINE), out
@@ -165,7 +165,7 @@ def test_signal_before_the_time_limit_checkpoints_and_requeues(root: Path, refer
     info = job.wait_end(timeout=200)
     out = job.output()
     assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", out
-    saved = re.search(r"preemption signal received; saved .*last\.ckpt at step (\d+)", out)
+    saved = re.search(r"preemption signal \(SLURM.s SIGUSR1 warning\) received; saved .*last\.ckpt at step (\d+)", out)
     assert saved and int(saved.group(1)) < TOTAL_STEPS, out
     assert re.search(r"^rank 0/2 environment=slurm pid=\d+ restart=1 resume=auto$", out, re.MULTILINE), out
     assert_same_weights(job, reference)

@@ -1,6 +1,7 @@
 """Train the tiny model; optionally kill or signal itself at a step; save the final weights.
 
-    python resume_run.py ROOT OUT --epochs 3 [--workers 2] [--every 5] [--kill-at 13] [--signal-at 13 --signal TERM]
+    python resume_run.py ROOT OUT --epochs 3 [--workers 2] [--every 5] [--kill-at 13] [--signal-at 13 --signal TERM
+        --signal-rank 1]
         [--resume] [--strategy ddp --devices 2]
 """
 
@@ -40,11 +41,11 @@ class Momentum(TinyClassifier):
 
 
 class Interrupt(Callback):
-    def __init__(self, step: int, signum: int) -> None:
-        self.step, self.signum = step, signum
+    def __init__(self, step: int, signum: int, rank: int = 0) -> None:
+        self.step, self.signum, self.rank = step, signum, rank
 
     def on_train_batch_end(self, trainer: Trainer, module: TrainModule, outputs: Any, batch: Any, idx: int) -> None:
-        if trainer.global_step == self.step and trainer.global_rank == 0:
+        if trainer.global_step == self.step and trainer.global_rank == self.rank:
             print(f"interrupting at step {trainer.global_step}", flush=True)
             # The last save's fsync and rename run on a background thread; on a loaded machine they could still be
             # pending at the kill, and the test checks which checkpoint the kill left (the previous one would be
@@ -63,6 +64,7 @@ def main() -> None:
     p.add_argument("--kill-at", type=int)
     p.add_argument("--signal-at", type=int)
     p.add_argument("--signal", default="TERM")
+    p.add_argument("--signal-rank", type=int, default=0)
     p.add_argument("--resume", action="store_true")
     p.add_argument("--strategy", default="auto")
     p.add_argument("--devices", type=int, default=1)
@@ -75,7 +77,7 @@ def main() -> None:
     if args.kill_at is not None:
         callbacks.append(Interrupt(args.kill_at, signal.SIGKILL))
     if args.signal_at is not None:
-        callbacks.append(Interrupt(args.signal_at, getattr(signal, f"SIG{args.signal}")))
+        callbacks.append(Interrupt(args.signal_at, getattr(signal, f"SIG{args.signal}"), args.signal_rank))
     trainer = Trainer(max_epochs=args.epochs, default_root_dir=args.root, callbacks=callbacks,
                       logger=True, enable_progress_bar=False, enable_model_summary=False, accelerator="cpu",
                       devices=args.devices, strategy=args.strategy, log_every_n_steps=1)

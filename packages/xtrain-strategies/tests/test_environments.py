@@ -27,7 +27,7 @@ TORCHRUN = {"TORCHELASTIC_RUN_ID": "x", "RANK": "1", "LOCAL_RANK": "1", "GROUP_R
             "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29400"}
 SLURM = {"SLURM_NTASKS": "4", "SLURM_PROCID": "3", "SLURM_LOCALID": "1", "SLURM_NODEID": "1", "SLURM_NNODES": "2",
          "SLURM_NTASKS_PER_NODE": "2", "SLURM_JOB_ID": "4242", "SLURM_JOB_NAME": "train",
-         "SLURM_JOB_NODELIST": "gpu[07-08]"}
+         "SLURM_JOB_NODELIST": "gpu[07-08]", "SLURM_STEP_ID": "0"}
 MPI = {"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
        "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_MCA_ess_base_jobid": "777"}
 
@@ -98,8 +98,38 @@ def test_devices_auto_under_slurm_is_not_guessed(clean: pytest.MonkeyPatch) -> N
 
 
 def test_interactive_slurm_allocation_is_not_srun(clean: pytest.MonkeyPatch) -> None:
-    _set(clean, {**SLURM, "SLURM_JOB_NAME": "bash"})
+    shell = {k: v for k, v in SLURM.items() if k != "SLURM_STEP_ID"}  # salloc's shell: no srun step
+    _set(clean, {**shell, "SLURM_JOB_NAME": "bash"})
     assert not SLURMEnvironment.detect()
+
+
+def test_srun_tasks_inside_an_interactive_allocation_are_one_job(clean: pytest.MonkeyPatch) -> None:
+    """`salloc`, then `srun -n2 python train.py`: the tasks of the step are the ranks (each launched a run of its
+    own); a one-task step (`srun --pty bash`) stays a shell where you start the ranks yourself."""
+    _set(clean, {**SLURM, "SLURM_JOB_NAME": "interactive", "SLURM_STEP_NUM_TASKS": "4"})
+    assert SLURMEnvironment.detect()
+    clean.setenv("SLURM_STEP_NUM_TASKS", "1")
+    assert not SLURMEnvironment.detect()
+
+
+def test_a_batch_script_without_srun_is_refused_naming_srun(clean: pytest.MonkeyPatch) -> None:
+    """sbatch's own shell has SLURM_NTASKS but is no task of a step: it waited 30 minutes for ranks that never came."""
+    batch = {k: v for k, v in SLURM.items() if k != "SLURM_STEP_ID"} | {"SLURM_PROCID": "0", "SLURM_NODEID": "0",
+                                                                          "SLURM_LOCALID": "0"}
+    _set(clean, batch)
+    with pytest.raises(ConfigError, match=r"SLURM job 4242 with SLURM_NTASKS=4, but SLURM_STEP_ID is not set.*"
+                                          r"not started by srun.*srun python train\.py"):
+        quiet_trainer(strategy="ddp", devices=2, num_nodes=2)
+
+
+def test_a_salloc_shell_without_srun_names_srun(clean: pytest.MonkeyPatch) -> None:
+    shell = {k: v for k, v in SLURM.items() if k not in ("SLURM_STEP_ID", "SLURM_PROCID", "SLURM_NODEID",
+                                                          "SLURM_LOCALID")} | {"SLURM_NTASKS": "1", "SLURM_NNODES": "1",
+                                                                               "SLURM_NTASKS_PER_NODE": "1"}
+    _set(clean, shell)
+    with pytest.raises(ConfigError, match=r"SLURM_(PROCID|NODEID|LOCALID) is not set: this process was not started "
+                                          r"by srun.*--job-name=interactive"):
+        quiet_trainer(strategy="ddp", devices=1)
 
 
 def test_mpi_without_mpi4py_derives_a_port_on_one_node_and_refuses_several(clean: pytest.MonkeyPatch) -> None:

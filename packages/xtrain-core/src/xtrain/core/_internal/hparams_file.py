@@ -19,6 +19,7 @@ import enum
 import functools
 import json
 import os
+import threading
 from argparse import Namespace
 from collections.abc import Mapping
 from pathlib import Path, PurePath
@@ -66,7 +67,7 @@ def write_hparams_yaml(path: Path, params: Mapping[str, Any]) -> None:
     else:
         text = yaml.safe_dump(plain, sort_keys=False, default_flow_style=False, allow_unicode=True)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")  # runs in threads share a pid
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from xtrain.core.strategy import Strategy
     from xtrain.core.trainer import Trainer
 
-__all__ = ["Preemption", "default_last_path"]
+__all__ = ["Preemption", "default_last_path", "exit_failed_on_sigterm"]
 
 
 def default_last_path(trainer: Trainer) -> Path:
@@ -130,16 +130,38 @@ class Preemption:
         # launcher (torchrun) ends the others when one exits 143; saves in flight (plugins="async") land first.
         trainer.strategy.checkpoint_io.wait()
         several = trainer.strategy.world_size > 1
+        # SLURM's warning may reach another rank than rank 0 (first, or alone): the job is requeued if any rank got it.
+        warned = self.signal_number == getattr(signal, "SIGUSR1", None)
         if several:
+            warned = trainer.strategy.reduce_boolean_decision(warned, all=False)  # once per run: blocking is fine
             trainer.strategy.barrier("preemption_saved")
         if trainer.is_global_zero:
-            print(f"xtrain: preemption signal received; saved {path} at step {trainer.global_step} and stopping. "
-                  f"Resume with ckpt_path='{path}' (ckpt_path='auto' finds it when the next run has the same name: "
-                  f"run_name=..., a requeued SLURM job's id, torchrun's --rdzv-id).", file=sys.stderr, flush=True)
-            if self.signal_number == getattr(signal, "SIGUSR1", None) and "SLURM_JOB_ID" in os.environ:
+            name = "SLURM's SIGUSR1 warning" if warned else "SIGTERM"
+            print(f"xtrain: preemption signal ({name}) received; saved {path} at step {trainer.global_step} and "
+                  f"stopping. Resume with ckpt_path='{path}' (ckpt_path='auto' finds it when the next run has the same "
+                  f"name: run_name=..., a requeued SLURM job's id, torchrun's --rdzv-id).", file=sys.stderr, flush=True)
+            if warned and "SLURM_JOB_ID" in os.environ:
                 _requeue(os.environ["SLURM_JOB_ID"])
         if several:  # no rank exits (143) before the requeue was asked: `srun --kill-on-bad-exit` ends the others
             trainer.strategy.barrier("preemption_requeued")
+
+
+def exit_failed_on_sigterm() -> None:
+    """This rank's run failed in a job of several processes: a SIGTERM from now on ends it with 1, not 143.
+
+    The job's other processes are being ended, and a launcher such as ``srun --kill-on-bad-exit`` then sends SIGTERM
+    to every process still running, often this one, still printing its traceback: ended by the signal it would exit
+    with 143, the code of a preempted job, which a scheduler requeues (``RequeueExit=143``) and a user reads as a
+    preemption. A handler the user installed is kept.
+    """
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        return
+    signal.signal(signal.SIGTERM, _exit_failed)
+
+
+def _exit_failed(signum: int, frame: Any) -> None:
+    sys.stderr.flush()
+    os._exit(1)
 
 
 def _after_fit(signum: int, previous: Any) -> Any:

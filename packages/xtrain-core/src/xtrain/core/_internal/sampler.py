@@ -112,6 +112,7 @@ class ResumableSampler(Sampler[int]):
         self._resume_seed: int | None = None
         self._resume_generator: torch.Tensor | None = None
         self._epoch_start: torch.Tensor | None = None  # the user's generator's state before this epoch's draws
+        self._before_open: tuple[torch.Tensor, torch.Tensor | None] | None = None
 
     @property
     def draws_from_generator(self) -> bool:
@@ -179,6 +180,15 @@ class ResumableSampler(Sampler[int]):
             state["generator_state"] = start.clone() if start is not None else self.generator.get_state()  # type: ignore[union-attr]
         return state
 
+    def expect_fresh_iterator(self) -> None:
+        """The next ``iter(loader)`` starts worker processes where the uninterrupted run reused its persistent ones
+        (the first epoch after a restore at an epoch's end). Opening them draws the workers' base seed, from the
+        global generator or the loader's own, a draw that run did not make there: this epoch's draws start from the
+        states before it, so the order and the random state after it are the uninterrupted run's. (Workers are
+        reseeded at every batch: their base seed does not reach the data.)"""
+        own = self.generator.get_state() if self.generator is not None else None
+        self._before_open = (torch.get_rng_state(), own)
+
     def draw_as_opened(self, *, to_end: bool) -> None:
         """The draws ``RandomSampler`` makes when an iterator that is then thrown away starts it, without starting an
         epoch here: its seed from the global generator, or with the user's generator the permutation (and, run
@@ -224,6 +234,12 @@ class ResumableSampler(Sampler[int]):
         return self._draw_permutation(generator)
 
     def __iter__(self) -> Iterator[int]:
+        if self._before_open is not None:
+            global_state, own = self._before_open
+            self._before_open = None
+            torch.set_rng_state(global_state)
+            if own is not None and self.generator is not None:
+                self.generator.set_state(own)
         offset = 0
         generator = self.generator if self.draws_from_generator else None
         if self._resume_offset is not None:

@@ -25,6 +25,7 @@ from xtrain.core._internal.loops.evaluation import results_per_dataloader, run_e
 from xtrain.core._internal.loops.fit import FitLoop
 from xtrain.core._internal.model_setup import configure_model
 from xtrain.core._internal.optim import follow_replaced_optimizers, parse_optimizers
+from xtrain.core._internal.preemption import exit_failed_on_sigterm
 from xtrain.core._internal.profiling import active_profiler, profiling
 from xtrain.core._internal.rng import collect_rng_states, restore_rng_states
 from xtrain.core._internal.run_dirs import new_log_dirs, remove_log_dirs
@@ -107,6 +108,8 @@ class RunLifecycle(StageLoaders, LoopServices):
                 note_preemption(cast("Trainer", self), signalled=self._preemption.signal_number is not None)
             else:
                 note_failure(cast("Trainer", self), exc)
+                if status == "failed" and self.strategy.world_size > 1:
+                    exit_failed_on_sigterm()
                 if getattr(exc, "every_rank", False) is not True:  # one rank's error: the others are stopped
                     self.strategy.on_exception(exc)
             self._hooks.call_callbacks("on_exception", exc)

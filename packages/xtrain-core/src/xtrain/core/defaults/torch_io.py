@@ -30,7 +30,7 @@ __all__ = ["TorchCheckpointIO", "atomic_write", "checkpoint_bytes", "disk_full",
 _NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 _COALESCE = 1 << 20  # torch.save's writes below this size reach the file (and the CRC) in one piece
 _TEMPORARIES = itertools.count()
-_TEMPORARY = re.compile(r"\..+\.(\d+)(?:-\d+\.tmp|\.link)")
+_TEMPORARY = re.compile(r"\..+\.(\d+)(?:-\d+\.tmp|(?:-\d+)?\.link)")
 _UNFINISHED: weakref.WeakSet[TorchCheckpointIO] = weakref.WeakSet()
 
 
@@ -332,7 +332,7 @@ class TorchCheckpointIO(CheckpointIO):
         """
         target = Path(destination)
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.link")
+        tmp = target.with_name(f".{target.name}.{os.getpid()}-{next(_TEMPORARIES)}.link")
         try:
             tmp.unlink(missing_ok=True)
             os.link(source, tmp)

@@ -9,6 +9,7 @@ from typing import ClassVar
 from typing_extensions import override
 
 from xtrain.core.environment import ClusterEnvironment
+from xtrain.core.errors import ConfigError
 from xtrain.strategies.environments._common import check_layout, env_int, port_from
 
 __all__ = ["SLURMEnvironment", "expand_hostlist"]
@@ -41,6 +42,31 @@ def _per_node(value: str) -> int:
     return int(re.match(r"\d+", value.strip()).group(0))  # type: ignore[union-attr]
 
 
+def _step_tasks() -> int:
+    """Tasks of the srun step this process belongs to (0 outside a step)."""
+    if "SLURM_STEP_ID" not in os.environ:
+        return 0
+    raw = os.environ.get("SLURM_STEP_NUM_TASKS") or os.environ.get("SLURM_NTASKS") or "0"
+    return int(raw) if raw.isdigit() else 0
+
+
+def _task_int(name: str) -> int:
+    if os.environ.get(name) in (None, ""):
+        raise _not_a_task(name)
+    return env_int(name)
+
+
+def _not_a_task(name: str) -> ConfigError:
+    """A process inside a SLURM job that srun did not start as one of its tasks (the batch script, an salloc shell)."""
+    job, tasks = os.environ.get("SLURM_JOB_ID", "?"), os.environ.get("SLURM_NTASKS", "?")
+    return ConfigError("plugins", "slurm", f"found SLURM job {job} with SLURM_NTASKS={tasks}, but {name} is not set: "
+                       f"this process was not started by srun (it is the batch script itself, or a shell of salloc), "
+                       f"so the job's tasks would never meet.",
+                       fix="start the script with srun in the batch script (srun python train.py ...); or, to have "
+                           "xtrain start the processes itself in this allocation, name the job 'interactive' "
+                           "(--job-name=interactive), which turns SLURM's detection off.")
+
+
 class SLURMEnvironment(ClusterEnvironment):
     """Ranks from ``SLURM_PROCID``, ``SLURM_LOCALID``, ``SLURM_NODEID`` and ``SLURM_NTASKS``.
 
@@ -55,7 +81,11 @@ class SLURMEnvironment(ClusterEnvironment):
     @classmethod
     @override
     def detect(cls) -> bool:
-        return "SLURM_NTASKS" in os.environ and os.environ.get("SLURM_JOB_NAME") not in _INTERACTIVE_NAMES
+        if "SLURM_NTASKS" not in os.environ:
+            return False
+        # In an interactive allocation you start the ranks yourself, unless srun started several tasks of one step
+        # (`salloc`, then `srun python train.py`): each would otherwise launch a run of its own.
+        return os.environ.get("SLURM_JOB_NAME") not in _INTERACTIVE_NAMES or _step_tasks() > 1
 
     @property
     @override
@@ -83,18 +113,20 @@ class SLURMEnvironment(ClusterEnvironment):
 
     @override
     def global_rank(self) -> int:
-        return env_int("SLURM_PROCID")
+        return _task_int("SLURM_PROCID")
 
     @override
     def local_rank(self) -> int:
-        return env_int("SLURM_LOCALID")
+        return _task_int("SLURM_LOCALID")
 
     @override
     def node_rank(self) -> int:
-        return env_int("SLURM_NODEID")
+        return _task_int("SLURM_NODEID")
 
     @override
     def validate_settings(self, *, num_devices: int, num_nodes: int) -> None:
+        if self.world_size() > 1 and "SLURM_STEP_ID" not in os.environ:  # the batch script itself: nobody would join
+            raise _not_a_task("SLURM_STEP_ID")
         nodes = env_int("SLURM_NNODES", "SLURM_JOB_NUM_NODES", default=1)
         raw = os.environ.get("SLURM_NTASKS_PER_NODE") or os.environ.get("SLURM_TASKS_PER_NODE")
         per_node = _per_node(raw) if raw else max(self.world_size() // nodes, 1)

@@ -50,6 +50,12 @@ def _batch_end_outputs(output: Any) -> Any:
     return output
 
 
+def _starts_persistent_workers(loader: Any) -> bool:
+    """Whether ``iter(loader)`` starts persistent workers that the uninterrupted run had started in an earlier epoch."""
+    return (getattr(loader, "persistent_workers", False) and getattr(loader, "num_workers", 0) > 0
+            and getattr(loader, "_iterator", None) is None)
+
+
 def _loss_of(output: Any) -> torch.Tensor | None:
     if output is None or isinstance(output, torch.Tensor):
         return output
@@ -128,6 +134,13 @@ class FitLoop:
         PROGRESS.begin("train")
         t._preemption.start_training()
         if t.limit_train_batches == 0 or self.done():
+            p = t._progress
+            if t.limit_train_batches != 0 and (p.epoch > 0 or p.global_step > 0):
+                warnings.warn(f"fit has nothing to train: this run already ended (epoch {p.epoch}, global_step "
+                              f"{p.global_step}; max_epochs={t.max_epochs}, max_steps={t.max_steps}), in an earlier "
+                              f"fit of this Trainer or in the run its checkpoint comes from. To train further, raise "
+                              f"max_epochs or max_steps (on a new Trainer, resuming from the checkpoint).", UserWarning,
+                              stacklevel=2)
             return  # as Lightning: nothing to train (limit_train_batches=0, a resumed run that already ended)
         t._hooks.call("on_train_start")
         batches = t._progress.total_batches
@@ -146,9 +159,11 @@ class FitLoop:
         t = self.trainer
         p = t._progress
         resumed = p.batches_in_epoch > 0
+        restored_at_start = not resumed and t._pending_rng is not None and p.epoch > 0
         if not resumed:  # before a reload: train_dataloader() and the reload's draws see the saved random state
             t._restore_pending_rng()
-        if reload_due(t._flags, p.epoch) and not resumed:
+        reloading = reload_due(t._flags, p.epoch)
+        if reloading and not resumed:
             t._setup_dataloaders("fit")
             draw_as_reloaded(t._train_loader)
         loader = t._train_loader
@@ -175,6 +190,8 @@ class FitLoop:
             sampler.set_epoch(p.epoch)
             if resumed:
                 self._resume_sampler(loader, sampler)
+            elif restored_at_start and not reloading and _starts_persistent_workers(loader):
+                sampler.expect_fresh_iterator()
         else:
             set_sampler_epoch(loader, p.epoch)
         data = iter(loader)
