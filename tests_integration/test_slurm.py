@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -169,6 +170,31 @@ def test_signal_before_the_time_limit_checkpoints_and_requeues(root: Path, refer
     assert saved and int(saved.group(1)) < TOTAL_STEPS, out
     assert re.search(r"^rank 0/2 environment=slurm pid=\d+ restart=1 resume=auto$", out, re.MULTILINE), out
     assert_same_weights(job, reference)
+
+
+@pytest.mark.timeout(420)
+def test_usr1_reaching_rank_1_alone_still_requeues(root: Path, reference: Job) -> None:
+    """The warning may reach the tasks at different moments, or one task only: the job must still be requeued."""
+    job = Job(root, "one-rank", step_sleep=0.5)
+    job.wait_for(r"^step 6$", timeout=180)
+    pids = job.task_pids()
+    os.kill(pids[1], signal.SIGUSR1)
+    info = job.wait_end(timeout=300)
+    out = job.output()
+    assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", out
+    assert "preemption signal (SLURM's SIGUSR1 warning) received" in out and f"SLURM job {job.id} requeued." in out
+    assert_same_weights(job, reference)
+
+
+@pytest.mark.timeout(300)
+def test_a_failing_task_ends_the_job_with_1_not_the_preemption_code(root: Path) -> None:
+    """143 is what a preempted task exits with (a RequeueExit=143 policy requeues it): a failure must not look so,
+    though srun sends SIGTERM to the failed task while it is still tearing down."""
+    job = Job(root, "fails", step_sleep=0.2, train_args=("--fail-at", "4"))
+    info = job.wait_end(timeout=240)
+    out = job.output()
+    assert info["JobState"] == "FAILED" and info["ExitCode"] == "1:0", (info, out)
+    assert "rank 1 fails on purpose at step 4" in out and "rank 1 failed; stopping rank 0" in out, out
 
 
 @pytest.mark.timeout(300)

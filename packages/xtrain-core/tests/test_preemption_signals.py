@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from xtrain.core import Callback, CSVLogger, SIGTERMException, Trainer, TrainModule
-from xtrain.core._internal.preemption import Preemption
+from xtrain.core._internal.preemption import Preemption, _requeue
 from xtrain.core.checkpoint_reader import read_checkpoint
 from xtrain.core.testing import TinyClassifier, tiny_loaders
 
@@ -138,3 +139,15 @@ def test_sigterm_before_training_ends_the_run_at_once_through_its_hooks(tmp_path
     assert recorder.calls == ["on_exception:SIGTERMException", "teardown"] and trainer.global_step == 0
     assert trainer.received_sigterm and not list(tmp_path.rglob("*.ckpt"))
     assert "SIGTERM before training started: nothing to save" in capsys.readouterr().err
+
+
+def test_a_refused_requeue_says_how_to_make_jobs_requeueable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    scontrol = tmp_path / "scontrol"  # a test double of SLURM's scontrol (SLURM runs in tests_integration/test_slurm.py)
+    scontrol.write_text("#!/bin/sh\necho 'Requested operation is presently disabled for job 7' >&2\nexit 1\n")
+    scontrol.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    _requeue("7")
+    err = capsys.readouterr().err
+    assert "SLURM job 7 not requeued (Requested operation is presently disabled for job 7)" in err
+    assert "--requeue" in err and "JobRequeue=1" in err

@@ -182,5 +182,7 @@ def _requeue(job_id: str) -> None:
         print("xtrain: SLURM job could not be requeued: scontrol is not on PATH.", file=sys.stderr)
         return
     result = subprocess.run([scontrol, "requeue", job_id], capture_output=True, text=True, check=False)
-    outcome = "requeued" if result.returncode == 0 else f"not requeued ({result.stderr.strip()})"
+    outcome = "requeued" if result.returncode == 0 else (
+        f"not requeued ({result.stderr.strip()[:300]}); a job is requeued when submitted with --requeue (or with "
+        f"JobRequeue=1 in slurm.conf): resubmit it, and ckpt_path='auto' with the same run_name resumes it")
     print(f"xtrain: SLURM job {job_id} {outcome}.", file=sys.stderr, flush=True)
