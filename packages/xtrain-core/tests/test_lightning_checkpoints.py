@@ -10,11 +10,13 @@ from __future__ import annotations
 import enum
 import warnings
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from torch.utils.data import DataLoader, TensorDataset
 
 from xtrain.core import CheckpointError, DataModule, ModelCheckpoint, Trainer, TrainModule
 from xtrain.core.testing.models import TinyClassifier, TinyData
@@ -123,11 +125,17 @@ class PartlySaved(TinyClassifier):
         self.strict_loading = False
 
 
-def test_load_from_checkpoint_follows_the_modules_strict_loading(tmp_path: Path) -> None:
-    source = PartlySaved()
+def _head_only(tmp_path: Path, source: TinyClassifier) -> Path:
+    """A Lightning file of the last layer only (the trainable head of a fine-tune)."""
     head = {k: v for k, v in source.state_dict().items() if k.startswith("net.3")}
     path = tmp_path / "head.ckpt"
     torch.save({"pytorch-lightning_version": "2.6.6", "state_dict": head, "hyper_parameters": {"lr": 0.1}}, path)
+    return path
+
+
+def test_load_from_checkpoint_follows_the_modules_strict_loading(tmp_path: Path) -> None:
+    source = PartlySaved()
+    path = _head_only(tmp_path, source)
     with pytest.warns(UserWarning, match=r"missing keys \['net\.0\.weight', 'net\.0\.bias'\]"):
         loaded = PartlySaved.load_from_checkpoint(path)
     assert torch.equal(loaded.net[3].weight, source.net[3].weight)
@@ -218,3 +226,63 @@ def test_an_unsaved_hyperparameter_is_warned_once_per_module_not_at_every_save(t
         _trainer(tmp_path, max_epochs=3, enable_checkpointing=True).fit(model, TinyData(n=32))
     told = [w for w in seen if "are not plain values" in str(w.message)]
     assert len(told) == 1 and "['act']" in str(told[0].message)
+
+
+class Normed(TrainModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self.log("out", self.net(batch[0]).mean())
+
+
+def test_a_state_without_batch_norms_step_counter_loads_as_torch_loads_it(tmp_path: Path) -> None:
+    """torch fills a batch norm's num_batches_tracked missing from a state without version metadata (Lightning
+    accepts such files); the plan must not refuse what load_state_dict takes."""
+    source = Normed()
+    state = {k: v for k, v in source.state_dict().items() if not k.endswith("num_batches_tracked")}
+    path = tmp_path / "nbt.ckpt"
+    torch.save({"pytorch-lightning_version": "2.6.6", "state_dict": state, "hyper_parameters": {}}, path)
+    loaded = Normed.load_from_checkpoint(path)
+    assert torch.equal(loaded.net[1].running_mean, source.net[1].running_mean)
+    model = Normed()
+    _trainer(tmp_path).validate(model, DataLoader(TensorDataset(torch.randn(8, 4)), batch_size=4), ckpt_path=str(path),
+                               verbose=False)
+    assert torch.equal(model.net[1].running_var, source.net[1].running_var)
+
+
+def test_a_partial_file_in_test_names_strict_loading_and_a_strict_call_names_strict(tmp_path: Path) -> None:
+    source = TinyClassifier()
+    path = _head_only(tmp_path, source)
+    with pytest.raises(CheckpointError, match=r"lacks some of the module's weights: set self.strict_loading = False"):
+        _trainer(tmp_path).test(TinyClassifier(), TinyData(), ckpt_path=str(path))
+    with pytest.raises(CheckpointError, match=r"pass strict=False to load those it has\.$"):
+        PartlySaved.load_from_checkpoint(path, strict=True)  # strict_loading is already False: not suggested again
+    with pytest.warns(UserWarning, match=r"with strict_loading=False: missing keys"):
+        PartlySaved.load_from_checkpoint(path)
+
+
+class Configured(TrainModule):
+    def __init__(self, encoder: torch.nn.Module, optimizer: Callable[..., torch.optim.Optimizer]) -> None:
+        super().__init__()
+        self.encoder, self.optimizer = encoder, optimizer
+
+
+def test_lightning_cli_messages_build_nested_classes_and_partial_callables(tmp_path: Path) -> None:
+    saved = {"encoder": {"class_path": "torch.nn.Sequential",
+                         "init_args": {"act": {"class_path": "torch.nn.Tanh"}}},
+             "optimizer": {"class_path": "torch.optim.SGD", "init_args": {"lr": 0.05}}}
+    path = _lightning_file(tmp_path / "cli.ckpt", Encoded(torch.nn.Linear(8, 5)), hparams=saved)
+    with pytest.raises(CheckpointError, match=r"encoder=torch\.nn\.Sequential\(act=torch\.nn\.Tanh\(\)\), "
+                                              r"optimizer=functools\.partial\(torch\.optim\.SGD, lr=0\.05\)\)"):
+        Configured.load_from_checkpoint(path)
+
+
+def test_last_choosing_lightnings_file_in_fit_names_auto(tmp_path: Path) -> None:
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    _lightning_file(folder / "last.ckpt", _trained())
+    trainer = _trainer(tmp_path, enable_checkpointing=True, callbacks=[ModelCheckpoint(dirpath=folder, save_last=True)])
+    with pytest.raises(CheckpointError, match=r"ckpt_path='last' chose it.*pass ckpt_path='auto'"):
+        trainer.fit(TinyClassifier(), TinyData(n=32), ckpt_path="last")

@@ -19,7 +19,7 @@ import torch
 from xtrain.core._internal.hparams_file import read_hparams_file
 from xtrain.core._internal.model_setup import mark_configured
 from xtrain.core._internal.restore_apply import short_repr as _short_repr
-from xtrain.core._internal.restore_plan import RestorePlan
+from xtrain.core._internal.restore_plan import RestorePlan, only_lacks_weights
 from xtrain.core.defaults.torch_io import read_checkpoint_file
 from xtrain.core.errors import CheckpointError
 
@@ -93,16 +93,29 @@ def _refuse_class_paths(cls: type, kwargs: dict[str, Any], overrides: dict[str, 
              and isinstance(value.get("class_path"), str)}
     if not named:
         return
+    params = inspect.signature(cls.__init__).parameters  # type: ignore[misc]
     calls = []
     for key, value in named.items():
-        init = value.get("init_args")
-        init = init if isinstance(init, dict) else {}
-        arguments = ", ".join(f"{k}={v!r}" for k, v in init.items())
-        calls.append(f"{key}={value['class_path'][:200]}({arguments[:400]})")
+        # An argument annotated as a callable (LightningCLI's OptimizerCallable) takes the class with its arguments.
+        callable_ = key in params and "Callable" in str(params[key].annotation)
+        calls.append(f"{key}={_construction(value, partial=callable_)[:600]}")
     raise CheckpointError(
         f"checkpoint {str(path)!r}: the hyperparameter(s) {sorted(named)} of {cls.__name__} were saved by LightningCLI "
         f"as a class to build ({{'class_path': ..., 'init_args': ...}}); xtrain never imports or builds what a file "
         f"names. Build it yourself and pass it: {cls.__name__}.load_from_checkpoint(path, {', '.join(calls)}).")
+
+
+def _construction(value: Any, *, partial: bool = False) -> str:
+    """The Python expression that builds what a LightningCLI ``class_path``/``init_args`` entry describes."""
+    if not (isinstance(value, dict) and isinstance(value.get("class_path"), str)):
+        return repr(value)
+    init = value.get("init_args")
+    init = init if isinstance(init, dict) else {}
+    arguments = ", ".join(f"{k}={_construction(v)}" for k, v in init.items())
+    name = value["class_path"][:200]
+    if partial:
+        return f"functools.partial({name}{', ' if arguments else ''}{arguments})"
+    return f"{name}({arguments})"
 
 
 def _construct(cls: type[_T], kwargs: dict[str, Any], path: str | Path) -> _T:
@@ -140,6 +153,7 @@ def load_module(cls: type[_T], path: str | Path, *, map_location: Any, strict: b
     module.configure_model()  # type: ignore[operator]
     mark_configured(module)
     module.on_load_checkpoint(checkpoint)  # type: ignore[operator]
+    asked = "strict=False" if strict is False else "strict_loading=False"
     if strict is None:  # as Lightning: the module's own switch, for checkpoints of only the trainable weights
         strict = bool(getattr(module, "strict_loading", True))
     plan = RestorePlan(str(path), target=cls.__name__)  # as fit's restore: a complex tensor for a float one, too
@@ -152,7 +166,7 @@ def load_module(cls: type[_T], path: str | Path, *, map_location: Any, strict: b
         raise CheckpointError(f"the weights in {str(path)!r} do not fit {cls.__name__}: {err}. Pass strict=False to "
                               f"load the keys that match.") from None
     if strict is False and (result.missing_keys or result.unexpected_keys):
-        warnings.warn(f"{cls.__name__}.load_from_checkpoint({str(path)!r}, strict=False): missing keys "
+        warnings.warn(f"{cls.__name__}.load_from_checkpoint({str(path)!r}) with {asked}: missing keys "
                       f"{result.missing_keys}, unexpected keys {result.unexpected_keys}.", UserWarning, stacklevel=3)
     device = next((t.device for t in state.values() if isinstance(t, torch.Tensor)), None)
     if device is not None:
@@ -163,12 +177,10 @@ def load_module(cls: type[_T], path: str | Path, *, map_location: Any, strict: b
 def _fix_for(name: str, state: dict[str, Any], module: torch.nn.Module, *, strict: bool) -> str:
     """The fix a refused load names: other hyperparameters where a saved shape differs or the checkpoint has more
     weights than the module; ``strict=False`` where it only lacks some (a fine-tune's frozen layers)."""
-    own = module.state_dict()
-    shapes_differ = any(isinstance(value, torch.Tensor) and key in own and value.shape != own[key].shape
-                        for key, value in state.items())
-    if strict and not shapes_differ and all(key in own for key in state):
-        return (f"the checkpoint lacks some of {name}'s weights: pass strict=False to load those it has (or set "
-                f"self.strict_loading = False in {name}.__init__, as in Lightning).")
+    if strict and only_lacks_weights(state, module):
+        switch = ("" if getattr(module, "strict_loading", True) is False else
+                  f" (or set self.strict_loading = False in {name}.__init__, as in Lightning)")
+        return f"the checkpoint lacks some of {name}'s weights: pass strict=False to load those it has{switch}."
     partial = ", or strict=False to load the keys that match" if strict else ""
     return (f"pass the hyperparameters {name} was built with when the checkpoint was saved (as arguments to "
             f"load_from_checkpoint){partial}.")

@@ -57,6 +57,9 @@ def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, 
                "states are Lightning's. Load its weights and hyperparameters with "
                "MyModule.load_from_checkpoint(path), then fit that module without ckpt_path (validate, test and "
                "predict take the file as ckpt_path)."
+               + (" ckpt_path='last' chose it as the newest last*.ckpt of the checkpoint folder: pass "
+                  "ckpt_path='auto', which skips files xtrain did not write, or give ModelCheckpoint another dirpath."
+                  if trainer._ckpt_requested == "last" else "")
                if version is not None else
                ". Load plain state dicts with module.load_state_dict(torch.load(...))."))
     meta = check_manifest(checkpoint["xtrain"], path)

@@ -20,9 +20,32 @@ from xtrain.core._internal.plan_values import SHOWN, finite, listed, same_kind
 from xtrain.core._internal.progress import FitProgress
 from xtrain.core.errors import CheckpointError
 
-__all__ = ["RestorePlan"]
+__all__ = ["RestorePlan", "filled_by_torch", "only_lacks_weights"]
 
 _INT64 = 2**63  # counters and seeds live in int64 tensors and torch.Generator.manual_seed
+
+
+def filled_by_torch(state: Any, module: nn.Module) -> set[str]:
+    """Keys a state may lack that ``load_state_dict`` fills itself, strict or not: a batch norm's
+    ``num_batches_tracked`` in a state saved before torch had it (its metadata says version < 2, or has no version,
+    as in a state dict rebuilt by hand). Lightning, which leaves the check to torch, accepts such files."""
+    versions = getattr(state, "_metadata", None) or {}
+    found = set()
+    for name, child in module.named_modules():
+        if isinstance(child, nn.modules.batchnorm._NormBase) and child.track_running_stats:
+            version = versions.get(name, {}).get("version")
+            if version is None or version < 2:
+                found.add(f"{name}.num_batches_tracked" if name else "num_batches_tracked")
+    return found
+
+
+def only_lacks_weights(state: Any, module: nn.Module) -> bool:
+    """Whether ``state`` fits ``module`` but for weights it does not have (a fine-tune's frozen layers): no key the
+    module lacks, no other shape. The fix for that is a non-strict load, not other hyperparameters."""
+    own = module.state_dict()
+    return isinstance(state, dict) and all(
+        key in own and (not isinstance(value, torch.Tensor) or value.shape == own[key].shape)
+        for key, value in state.items())
 
 
 class RestorePlan:
@@ -40,7 +63,8 @@ class RestorePlan:
             self.problems.append(f"{entry}: a {type(state).__name__}, not a dict of tensors keyed by name")
             return
         own = module.state_dict(keep_vars=True)
-        missing = [k for k in own if k not in state]
+        filled = filled_by_torch(state, module)
+        missing = [k for k in own if k not in state and k not in filled]
         unexpected = [k for k in state if k not in own]
         if strict and missing:
             self.problems.append(f"{entry}: missing {listed(missing)}")

@@ -30,6 +30,7 @@ from xtrain.core._internal.progress_signal import PROGRESS
 from xtrain.core._internal.run_flags import draw_as_reloaded, min_reached, reload_due
 from xtrain.core._internal.sampler import SeededBatchSampler
 from xtrain.core._internal.step_signature import step_args
+from xtrain.core._internal.user_warning import warn_at_user
 from xtrain.core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -136,11 +137,11 @@ class FitLoop:
         if t.limit_train_batches == 0 or self.done():
             p = t._progress
             if t.limit_train_batches != 0 and (p.epoch > 0 or p.global_step > 0):
-                warnings.warn(f"fit has nothing to train: this run already ended (epoch {p.epoch}, global_step "
+                warn_at_user(f"fit has nothing to train: this run already ended (epoch {p.epoch}, global_step "
                               f"{p.global_step}; max_epochs={t.max_epochs}, max_steps={t.max_steps}), in an earlier "
                               f"fit of this Trainer or in the run its checkpoint comes from. To train further, raise "
-                              f"max_epochs or max_steps (on a new Trainer, resuming from the checkpoint).", UserWarning,
-                              stacklevel=2)
+                              f"max_epochs or max_steps (on a new Trainer, resuming from the checkpoint).",
+                              UserWarning)
             return  # as Lightning: nothing to train (limit_train_batches=0, a resumed run that already ended)
         t._hooks.call("on_train_start")
         batches = t._progress.total_batches
