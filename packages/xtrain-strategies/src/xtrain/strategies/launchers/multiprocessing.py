@@ -37,6 +37,7 @@ from xtrain.strategies._internal.pdeathsig import die_with_parent
 __all__ = ["ForkLauncher", "MultiprocessingLauncher"]
 
 _GRACE_S = 3.0
+_PORT_TRIES = 3  # launches tried when the chosen rendezvous port was taken meanwhile
 _RENDEZVOUS = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
 
 
@@ -86,6 +87,17 @@ class MultiprocessingLauncher(Launcher):
                     os.environ[key] = value
 
     def _launch(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        for attempt in range(_PORT_TRIES):
+            try:
+                return self._launch_once(fn, args, kwargs)
+            except _PortTaken as taken:
+                # The free port we chose was taken by another process before rank 0 listened on it (nothing ran
+                # yet): choose another. A port the user set is theirs to change.
+                if self._user_port or attempt == _PORT_TRIES - 1:
+                    raise taken.error from None
+        raise AssertionError("unreachable")
+
+    def _launch_once(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         env = self.environment
         if not self._user_port:
             os.environ["MASTER_PORT"] = str(find_free_port())  # a fresh rendezvous for every launch
@@ -110,7 +122,10 @@ class MultiprocessingLauncher(Launcher):
                 kept = self._kept(result_path, err.error_index)
                 if kept is not None:  # the same ConfigError/CheckpointError as in one process: except clauses work
                     raise kept from None
-                raise RankFailedError(rank, str(err).strip()) from None
+                failed = RankFailedError(rank, str(err).strip())
+                if "EADDRINUSE" in str(err) and "TCPStore" in str(err):
+                    raise _PortTaken(failed) from None
+                raise failed from None
             except ProcessExitedException as err:
                 if err.exit_code == SIGTERMException.exit_code:  # the ranks saved and stopped on SIGTERM: so does fit
                     raise SIGTERMException from None
@@ -239,6 +254,14 @@ def _stop(processes: list[Any]) -> None:
         if p.is_alive():
             p.kill()
             p.join()
+
+
+class _PortTaken(Exception):
+    """Rank 0 could not listen on the rendezvous port: the launch may be tried again on another."""
+
+    def __init__(self, error: RankFailedError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _raised(error_files: list[str]) -> tuple[int, str] | None:
