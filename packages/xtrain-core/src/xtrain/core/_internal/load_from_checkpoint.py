@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import warnings
 from argparse import Namespace
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -71,9 +72,8 @@ def _init_kwargs(cls: type, checkpoint: dict[str, Any], prefix: str, overrides: 
     kwargs: dict[str, Any] = dict(saved)
     kwargs.pop("_instantiator", None)  # LightningCLI's: the function that built class_path entries
     kwargs.update(overrides)
-    _refuse_class_paths(cls, kwargs, overrides, path)
-    signature = inspect.signature(cls.__init__)  # type: ignore[misc]
-    params = signature.parameters
+    params = inspect.signature(cls.__init__).parameters  # type: ignore[misc]
+    _refuse_class_paths(cls, params, kwargs, overrides, path)
     name = checkpoint.get(f"{prefix}hparams_name")
     if name is not None and not isinstance(name, str):
         raise CheckpointError(f"checkpoint {str(path)!r}: its entry {prefix}hparams_name is a {type(name).__name__}, "
@@ -86,14 +86,14 @@ def _init_kwargs(cls: type, checkpoint: dict[str, Any], prefix: str, overrides: 
     return kwargs
 
 
-def _refuse_class_paths(cls: type, kwargs: dict[str, Any], overrides: dict[str, Any], path: str | Path) -> None:
+def _refuse_class_paths(cls: type, params: Mapping[str, inspect.Parameter], kwargs: dict[str, Any],
+                        overrides: dict[str, Any], path: str | Path) -> None:
     """An argument LightningCLI saved as ``{"class_path": ..., "init_args": ...}``: Lightning imports and builds the
     class the file names; xtrain builds nothing a file names, so the caller passes the object (the fix shows it)."""
     named = {key: value for key, value in kwargs.items() if key not in overrides and isinstance(value, dict)
              and isinstance(value.get("class_path"), str)}
     if not named:
         return
-    params = inspect.signature(cls.__init__).parameters  # type: ignore[misc]
     calls = []
     for key, value in named.items():
         # An argument annotated as a callable (LightningCLI's OptimizerCallable) takes the class with its arguments.
@@ -158,7 +158,8 @@ def load_module(cls: type[_T], path: str | Path, *, map_location: Any, strict: b
         strict = bool(getattr(module, "strict_loading", True))
     plan = RestorePlan(str(path), target=cls.__name__)  # as fit's restore: a complex tensor for a float one, too
     plan.module(state, module, strict=strict)
-    plan.fixes.append(_fix_for(cls.__name__, state, module, strict=strict))
+    if plan.problems:
+        plan.fixes.append(_fix_for(cls.__name__, state, module, strict=strict))
     plan.check()
     try:
         result = module.load_state_dict(state, strict=strict)
