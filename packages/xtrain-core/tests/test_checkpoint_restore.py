@@ -668,3 +668,31 @@ def test_the_fix_for_a_checkpoint_that_does_not_fit_loads_the_weights_that_do(ge
     assert fitting and len(fitting) < len(after)
     for key in after:
         assert torch.equal(after[key], saved[key] if key in fitting else before[key]), key
+
+
+class WithNewHead(TinyClassifier):
+    """The trained module grown by a layer the checkpoint cannot have (a head added for the next task)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.extra_head = torch.nn.Linear(4, 2)
+
+
+def test_a_checkpoint_lacking_a_new_layer_names_strict_loading_not_hyperparameters(genuine: Path,
+                                                                                   tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match=r"lacks some of the module's weights: set self.strict_loading = False") \
+            as info:
+        quiet_trainer(tmp_path).validate(WithNewHead(), DataLoader(tiny_dataset(32), batch_size=16),
+                                         ckpt_path=str(genuine), verbose=False)
+    assert "hyperparameters" not in str(info.value)
+    with pytest.raises(CheckpointError, match=r"hyperparameters") as other:  # another shape: other hyperparameters
+        quiet_trainer(tmp_path).validate(TinyClassifier(classes=5), DataLoader(tiny_dataset(32, classes=5),
+                                                                              batch_size=16),
+                                         ckpt_path=str(genuine), verbose=False)
+    assert "strict_loading" not in str(other.value)
+    model = WithNewHead()
+    model.strict_loading = False
+    quiet_trainer(tmp_path).validate(model, DataLoader(tiny_dataset(32), batch_size=16), ckpt_path=str(genuine),
+                                     verbose=False)
+    saved = read_checkpoint(genuine)["state_dict"]
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in saved.items())

@@ -358,3 +358,28 @@ def test_loggers_take_name_and_version_positionally_as_in_lightning(tmp_path: Pa
     for cls in (TensorBoardLogger, CSVLogger):
         logger = cls(tmp_path, "my_model", 3)  # TensorBoardLogger("tb_logs", "my_model") in Lightning's docs
         assert (logger.name, logger.version, logger.log_dir) == ("my_model", 3, tmp_path / "my_model" / "version_3")
+
+
+def test_a_stage_that_writes_no_logs_leaves_no_version_directory_and_the_next_takes_version_0(tmp_path: Path) -> None:
+    from torch.utils.data import DataLoader
+
+    from xtrain.core import CSVLogger, TrainModule
+    from xtrain.core.testing import tiny_dataset
+
+    class Predicts(TrainModule):  # no hyperparameters: nothing to log
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = torch.nn.Linear(16, 3)
+
+        def predict_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            return self.net(batch[0])
+
+    loader = DataLoader(tiny_dataset(32), batch_size=16)
+    logger = CSVLogger(tmp_path)
+    Trainer(accelerator="cpu", logger=logger, enable_progress_bar=False).predict(Predicts(), loader)
+    assert not (tmp_path / "xtrain_logs" / "version_0").exists()  # as Lightning: created by a first write
+    trainer = Trainer(accelerator="cpu", logger=CSVLogger(tmp_path), max_steps=2, enable_progress_bar=False,
+                      enable_model_summary=False)
+    trainer.fit(TinyClassifier(), loader)
+    assert Path(trainer.log_dir) == tmp_path / "xtrain_logs" / "version_0"
+    assert (tmp_path / "xtrain_logs" / "version_0" / "checkpoints").is_dir()

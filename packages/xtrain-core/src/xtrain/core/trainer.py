@@ -278,7 +278,7 @@ class Trainer(RunLifecycle, StageLoaders, LoopServices, LightningAttributes):
         self._ckpt_path: str | Path | None = None
         self._ckpt_requested: str | Path | None = None
         self._ckpt_problem: ConfigError | None = None
-        self._val_last_batch = -1
+        self._val_last_batch = (-1, -1)  # (epoch, batches_in_epoch) of the latest validation during fit
         self._pending_rng: dict[str, Any] | None = None
         self._pending_logged: dict[str, Any] | None = None  # a checkpoint's logged values, put back by the fit loop
         self._pending_sampler: dict[str, Any] | None = None
@@ -520,7 +520,7 @@ class Trainer(RunLifecycle, StageLoaders, LoopServices, LightningAttributes):
         return count % interval == 0
 
     def _run_validation(self) -> None:
-        self._val_last_batch = self._progress.batches_in_epoch
+        self._val_last_batch = (self._progress.epoch, self._progress.batches_in_epoch)
         if self._val_clock is not None:
             self._val_clock.reset()
         self.strategy.before_fit_validation()

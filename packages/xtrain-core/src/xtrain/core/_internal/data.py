@@ -22,7 +22,7 @@ from xtrain.core._internal.sampler import ResumableSampler, SeededBatchSampler, 
 from xtrain.core.errors import ConfigError
 from xtrain.core.seed import exported_seed
 
-__all__ = ["LoaderShape", "batch_limit", "check_train_batches", "combined_train", "copy_dataloader", "inner_loaders",
+__all__ = ["LoaderShape", "batch_limit", "check_train_batches", "combined_train", "copy_dataloader", "eval_loaders", "inner_loaders",
            "length", "prepare_dataloader", "resumable_sampler", "set_sampler_epoch", "shut_down_workers",
            "warn_empty_eval"]
 
@@ -186,6 +186,42 @@ def combined_train(given: Any, prepare: Callable[[Any], Any], limit: int | float
             iterables, (list, tuple, Mapping)) else "train_dataloaders")
     limits = [batch_limit(loader, limit, argument) for loader in loaders]
     return TrainBatches(loaders, mode=mode, shape=shape, length=combined_length(limits, mode))
+
+
+_EVAL_MODES = {"validate": ("sequential", "max_size"), "test": ("sequential", "max_size"), "predict": ("sequential",)}
+
+
+def eval_loaders(given: Any, prepare: Callable[[Any], Any], *, stage: str, argument: str) -> list[Any]:
+    """The evaluation loaders the loops run one after the other (``dataloader_idx`` is the position), as Lightning
+    reads what ``val_dataloader()`` and its siblings return: a list, a tuple or a dict's values (in order) are
+    several; ``CombinedLoader(mode="sequential")`` is its loaders; ``mode="max_size"`` (not for ``predict``) is one
+    loader whose batches combine one of each.
+
+    Raises:
+        ConfigError: For a ``CombinedLoader`` mode the stage cannot evaluate in, as Lightning refuses it.
+    """
+    from xtrain.core.combined_loader import CombinedLoader
+
+    if given is None:
+        return []
+    if isinstance(given, CombinedLoader):
+        allowed = _EVAL_MODES["validate" if stage == "fit" else stage]
+        if given.mode not in allowed:
+            raise ConfigError(argument, f"CombinedLoader(mode={given.mode!r})", f"{stage} cannot evaluate in this "
+                              "mode (Lightning refuses it too).", choices=list(allowed),
+                              fix='use mode="sequential" to evaluate the loaders one after the other.')
+        flat, shape = flatten(given.iterables)
+        loaders = [prepare(loader) for loader in flat]
+        if given.mode == "sequential":
+            return loaders
+        lengths = [length(loader) for loader in loaders]
+        total = combined_length([math.inf if n is None else n for n in lengths], given.mode)
+        return [TrainBatches(loaders, mode=given.mode, shape=shape, length=total)]
+    if isinstance(given, Mapping):
+        return [prepare(loader) for loader in given.values()]
+    if isinstance(given, (list, tuple)):
+        return [prepare(loader) for loader in given]
+    return [prepare(given)]
 
 
 def inner_loaders(loader: Any) -> list[Any]:

@@ -31,7 +31,7 @@ def restore_lightning_weights(trainer: Trainer, checkpoint: dict[str, Any], path
     """``validate``/``test``/``predict`` from a Lightning file: as Lightning, the module's ``on_load_checkpoint``, then
     its weights and the data module's state, all or nothing; nothing else in the file is read."""
     from xtrain.core._internal.restore_apply import apply_with_rollback, extra_states, load_weights, strict_loading
-    from xtrain.core._internal.restore_plan import RestorePlan, only_lacks_weights
+    from xtrain.core._internal.restore_plan import STRICT_LOADING_FIX, RestorePlan, only_lacks_weights
 
     datamodule = trainer.datamodule
     # Lightning keeps the data module's state under its class's name
@@ -48,8 +48,7 @@ def restore_lightning_weights(trainer: Trainer, checkpoint: dict[str, Any], path
         plan.like("the datamodule", datamodule_state, datamodule.state_dict())
         targets.append(("the datamodule", datamodule, datamodule_state))
     if plan.problems and strict_loading(trainer) and only_lacks_weights(state, module):
-        plan.fixes.append("the file lacks some of the module's weights: set self.strict_loading = False in the "
-                          "module's __init__ (as in Lightning) to load those it has.")
+        plan.fixes.append(STRICT_LOADING_FIX)
     elif plan.problems:
         plan.fixes.append("build the model with the hyperparameters it was trained with: "
                           "model = MyModule.load_from_checkpoint(path) does, then call the stage without ckpt_path.")

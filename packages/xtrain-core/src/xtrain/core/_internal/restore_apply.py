@@ -17,7 +17,7 @@ from torch import nn
 from xtrain.core._internal.manifest import check_manifest
 from xtrain.core._internal.metric_objects import load_metric_states
 from xtrain.core._internal.metric_resume import logged_state_problems
-from xtrain.core._internal.restore_plan import RestorePlan
+from xtrain.core._internal.restore_plan import STRICT_LOADING_FIX, RestorePlan, only_lacks_weights
 from xtrain.core._internal.sampler import shuffle_generator
 from xtrain.core._internal.state_dict import module_names
 from xtrain.core.errors import CheckpointError
@@ -165,7 +165,9 @@ def plan_restore(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fit
         for name, target, saved in _user_states(trainer, checkpoint, fitting=False):
             plan.like(name, saved, target.state_dict())
     hparams = checkpoint.get("hyper_parameters")
-    if plan.problems and isinstance(hparams, dict) and hparams:
+    if plan.problems and strict_loading(trainer) and only_lacks_weights(checkpoint["state_dict"], strategy.module):
+        plan.fixes.append(STRICT_LOADING_FIX)
+    elif plan.problems and isinstance(hparams, dict) and hparams:
         plan.fixes.append(f"it was made with the hyperparameters {short_repr(hparams)}: build the model with them "
                           f"(MyModule.load_from_checkpoint(path) does).")
     if plan.problems:

@@ -20,7 +20,7 @@ from xtrain.core._internal.plan_values import SHOWN, finite, listed, same_kind
 from xtrain.core._internal.progress import FitProgress
 from xtrain.core.errors import CheckpointError
 
-__all__ = ["RestorePlan", "filled_by_torch", "only_lacks_weights"]
+__all__ = ["STRICT_LOADING_FIX", "RestorePlan", "filled_by_torch", "only_lacks_weights"]
 
 _INT64 = 2**63  # counters and seeds live in int64 tensors and torch.Generator.manual_seed
 
@@ -39,13 +39,18 @@ def filled_by_torch(state: Any, module: nn.Module) -> set[str]:
     return found
 
 
+STRICT_LOADING_FIX = ("the file lacks some of the module's weights: set self.strict_loading = False in the module's "
+                      "__init__ (as in Lightning) to load those it has.")
+
+
 def only_lacks_weights(state: Any, module: nn.Module) -> bool:
-    """Whether ``state`` fits ``module`` but for weights it does not have (a fine-tune's frozen layers): no key the
-    module lacks, no other shape. The fix for that is a non-strict load, not other hyperparameters."""
+    """Whether ``state`` fits ``module`` but for weights it does not have (a fine-tune's frozen layers): some are
+    missing, and there is no key the module lacks and no other shape. The fix for that is a non-strict load, not
+    other hyperparameters."""
     own = module.state_dict()
     return isinstance(state, dict) and all(
         key in own and (not isinstance(value, torch.Tensor) or value.shape == own[key].shape)
-        for key, value in state.items())
+        for key, value in state.items()) and bool(own.keys() - state.keys() - filled_by_torch(state, module))
 
 
 class RestorePlan:

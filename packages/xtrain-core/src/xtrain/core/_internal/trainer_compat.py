@@ -6,6 +6,7 @@ real Lightning projects (lightning-hydra-template reads ``trainer.model`` in ``c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,10 @@ def shaped_as(given: Any, loaders: list[Any]) -> Any:
     """
     if given is None:
         return None
+    if isinstance(given, Mapping):
+        return dict(zip(given, loaders, strict=False))
+    if not isinstance(given, (list, tuple)) and len(loaders) != 1:
+        return given  # a CombinedLoader
     if isinstance(given, tuple):
         return tuple(loaders)
     return list(loaders) if isinstance(given, list) else loaders[0]

@@ -6,12 +6,14 @@ module's) and the checks on what it finds are one concern, apart from the run th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from xtrain.core._internal.data import (
     batch_limit,
     check_train_batches,
     combined_train,
+    eval_loaders,
     prepare_dataloader,
     warn_empty_eval,
 )
@@ -74,6 +76,8 @@ class StageLoaders:
                                       training=train, pad=stage != "predict")
 
         def as_list(value: Any) -> list[Any]:
+            if isinstance(value, Mapping):
+                return list(value.values())
             return [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
         sharded = dist is not None and self.use_distributed_sampler
         if stage == "fit":
@@ -106,7 +110,8 @@ class StageLoaders:
                 "test": ("test", "test_dataloader", self.limit_test_batches),
                 "predict": ("predict", "predict_dataloader", self.limit_predict_batches)}[stage]
         given = self._loader(kind[0], kind[1])
-        loaders = [prep(dl, False) for dl in as_list(given)]
+        loaders = eval_loaders(given, lambda dl: prep(dl, False), stage=stage,
+                               argument="val_dataloaders" if kind[0] == "val" else "dataloaders")
         if stage == "fit":
             loaders = validation_loaders(self.module, loaders)
         if stage != "fit" and not loaders:

@@ -28,7 +28,7 @@ from xtrain.core._internal.optim import follow_replaced_optimizers, parse_optimi
 from xtrain.core._internal.preemption import exit_failed_on_sigterm
 from xtrain.core._internal.profiling import active_profiler, profiling
 from xtrain.core._internal.rng import collect_rng_states, restore_rng_states
-from xtrain.core._internal.run_dirs import new_log_dirs, remove_log_dirs
+from xtrain.core._internal.run_dirs import new_log_dirs, remove_empty_log_dirs, remove_log_dirs
 from xtrain.core._internal.run_flags import ValClock, anomaly_detection, sync_batchnorm
 from xtrain.core._internal.train_mode import warn_eval_modules
 from xtrain.core._internal.trainer_args import check_callbacks
@@ -214,10 +214,10 @@ class RunLifecycle(StageLoaders, LoopServices):
         follow_replaced_optimizers(self.lr_scheduler_configs, optimizers, self.optimizers)
 
     def _setup_loggers(self) -> None:
+        if self.is_global_zero:  # claims each new version_N before the ranks agree on it
+            self._new_log_dirs = new_log_dirs(self.loggers)
         for logger in self.loggers:
             logger._version = self.strategy.broadcast(logger.version)
-        if self.is_global_zero:
-            self._new_log_dirs = new_log_dirs(self.loggers)
         if self.is_global_zero:  # as Lightning, at the start of every stage (a test-only run has them too)
             params = {**loggable_hparams(self.module), **loggable_hparams(self.datamodule)}
             for logger in self.loggers:
@@ -265,6 +265,8 @@ class RunLifecycle(StageLoaders, LoopServices):
                 logger.finalize(status)
             if status != "success" and stage == "fit" and self.global_step == 0:
                 remove_log_dirs(self._new_log_dirs)
+            elif status == "success":
+                remove_empty_log_dirs(self._new_log_dirs)
         self.strategy.teardown()
         self._metrics.batch = None
         if error is not None:

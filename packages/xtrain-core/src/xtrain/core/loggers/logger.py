@@ -144,6 +144,30 @@ class Logger(ABC):
         if not getattr(self, "_version_given", False):
             self._version = name
 
+    def claim_version(self) -> Path | None:
+        """Take the next free ``version_N`` by creating its directory, when this run has no version yet; returns the
+        directory created (``None`` when a version was given, restored or named, or a subclass names its runs).
+
+        Counting the directories on disk alone, as Lightning does, gives runs that start together on one root (sweep
+        workers, an Optuna study with ``n_jobs>1``) the same number, and they write into each other's logs and
+        checkpoints. ``mkdir`` succeeds for one of them only; the others count again.
+        """
+        if self._version is not None or type(self).version is not Logger.version:
+            return None
+        root = self._save_dir / self._name
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            while True:
+                number = next_version(root)
+                try:
+                    (root / f"version_{number}").mkdir()
+                except FileExistsError:
+                    continue
+                self._version = number
+                return root / f"version_{number}"
+        except OSError:
+            return None  # a root it cannot write to: the first write says so, as before
+
     @abstractmethod
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         """Record scalar metrics at a global step."""

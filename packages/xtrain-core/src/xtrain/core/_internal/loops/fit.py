@@ -293,7 +293,7 @@ class FitLoop:
                     fn(epoch_end=False)
             if self.done():
                 return batch_idx >= total
-        if total == math.inf and t._val_due(batch_idx, True) and t._val_last_batch != batch_idx:
+        if total == math.inf and t._val_due(batch_idx, True) and t._val_last_batch != (t._progress.epoch, batch_idx):
             t._run_validation()
         return True
 

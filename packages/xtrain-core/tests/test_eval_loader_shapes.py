@@ -1,0 +1,113 @@
+"""What ``val_dataloader()`` and its siblings may return, read as Lightning reads it (outside trial DL): a dict's
+values and a sequential ``CombinedLoader``'s loaders are several loaders; ``mode="max_size"`` is one whose batches
+combine one of each; a stream without a length validates at every epoch's end."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset
+
+from xtrain.core import ConfigError, Trainer, TrainModule
+from xtrain.core.combined_loader import CombinedLoader
+
+
+class Indexed(Dataset[torch.Tensor]):
+    def __init__(self, n: int, offset: int = 0) -> None:
+        self.n, self.offset = n, offset
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.tensor([float(i + self.offset)])
+
+
+class Stream(IterableDataset[torch.Tensor]):
+    def __iter__(self) -> Any:
+        return (torch.tensor([float(i)]) for i in range(5))
+
+
+class Records(TrainModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Linear(1, 1)
+        self.seen: list[tuple[str, Any, int, int]] = []
+
+    def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
+        return self.net(batch).sum()
+
+    def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self.seen.append(("val", _ids(batch), batch_idx, dataloader_idx))
+        self.log("v", float(dataloader_idx))
+
+    def test_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self.seen.append(("test", _ids(batch), batch_idx, dataloader_idx))
+
+    def predict_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> Any:
+        return _ids(batch)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def _ids(batch: Any) -> Any:
+    if isinstance(batch, dict):
+        return {k: _ids(v) for k, v in batch.items()}
+    if batch is None:
+        return None
+    return [int(x) for x in batch.flatten()]
+
+
+def _trainer(**options: Any) -> Trainer:
+    return Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                   enable_model_summary=False, **options)
+
+
+def _a() -> DataLoader[torch.Tensor]:
+    return DataLoader(Indexed(3), batch_size=2)
+
+
+def _b() -> DataLoader[torch.Tensor]:
+    return DataLoader(Indexed(2, 100), batch_size=2)
+
+
+SEQUENTIAL = [("val", [0, 1], 0, 0), ("val", [2], 1, 0), ("val", [100, 101], 0, 1)]
+
+
+@pytest.mark.parametrize("shape", ["dict", "sequential"])
+def test_a_dict_or_a_sequential_combined_loader_validates_each_loader_in_turn(shape: str) -> None:
+    module = Records()
+    given: Any = {"x": _a(), "y": _b()} if shape == "dict" else CombinedLoader([_a(), _b()], "sequential")
+    trainer = _trainer(max_epochs=1, num_sanity_val_steps=0, limit_train_batches=1)
+    trainer.fit(module, DataLoader(Indexed(2), batch_size=2), given)
+    assert module.seen == SEQUENTIAL
+    assert sorted(trainer.callback_metrics) == ["v/dataloader_idx_0", "v/dataloader_idx_1"]
+    if shape == "dict":
+        assert list(trainer.val_dataloaders) == ["x", "y"]
+
+
+def test_test_and_predict_take_a_dict_of_loaders() -> None:
+    module = Records()
+    results = _trainer().test(module, {"a": _a(), "b": _b()}, verbose=False)
+    assert len(results) == 2 and [s[3] for s in module.seen] == [0, 0, 1]
+    assert _trainer().predict(module, {"a": _a(), "b": _b()}) == [[[0, 1], [2]], [[100, 101]]]
+
+
+def test_max_size_combines_one_batch_of_each_and_other_modes_are_refused() -> None:
+    module = Records()
+    _trainer().test(module, CombinedLoader({"a": _a(), "b": _b()}, "max_size"), verbose=False)
+    assert module.seen == [("test", {"a": [0, 1], "b": [100, 101]}, 0, 0), ("test", {"a": [2], "b": None}, 1, 0)]
+    with pytest.raises(ConfigError, match=r"CombinedLoader\(mode='min_size'\).*'sequential'"):
+        _trainer().test(module, CombinedLoader([_a(), _b()], "min_size"), verbose=False)
+    with pytest.raises(ConfigError, match=r"predict cannot evaluate in this mode"):
+        _trainer().predict(module, CombinedLoader([_a(), _b()], "max_size"))
+
+
+def test_a_stream_without_a_length_validates_at_every_epochs_end() -> None:
+    module = Records()
+    _trainer(max_epochs=3, num_sanity_val_steps=0).fit(module, DataLoader(Stream(), batch_size=2),
+                                                         DataLoader(Indexed(2), batch_size=2))
+    assert [s for s in module.seen if s[0] == "val"] == [("val", [0, 1], 0, 0)] * 3
