@@ -30,6 +30,8 @@ from xtrain.core.callbacks import (
 )
 from xtrain.core.testing import TinyClassifier, tiny_dataset, tiny_loaders
 
+AVERAGE_KEY = "weight_averaging"  # where a checkpoint keeps what WeightAveraging saves beside its state_dict
+
 OUT = Path(sys.argv[1])
 
 
@@ -63,7 +65,9 @@ def averaging_run(name: str, make: Any, module_cls: type[TrainModule]) -> None:
         results[run] = {"module": {k: v.clone() for k, v in module.state_dict().items()},
                         "average": {k: v.clone() for k, v in averaging.averaged_model.state_dict().items()},
                         "num_averaged": averaging.num_averaged,
-                        "checkpoint": torch.load(root / "last.ckpt", weights_only=True)["state_dict"]}
+                        "checkpoint": torch.load(root / "last.ckpt", weights_only=True)["state_dict"],
+                        "checkpoint_average": torch.load(root / "last.ckpt", weights_only=True)
+                        .get(AVERAGE_KEY, {}).get("average_state_dict")}
         torch.save(results[run], OUT / f"{name}_{run}_rank{rank}.pt")
 
 

@@ -133,8 +133,9 @@ def test_setup_with_a_loader_or_scheduler_is_refused_before_anything_is_set_up()
 
 
 @pytest.mark.parametrize(("precision", "expected"), [("bf16-mixed", torch.float32), ("32-true", torch.float32),
-                                                     ("bf16-true", torch.bfloat16)])
-def test_a_mixed_precision_returns_float32_outputs(precision: str, expected: torch.dtype) -> None:
+                                                     ("bf16-true", torch.float32), ("64-true", torch.float32)])
+def test_a_mixed_or_true_precision_returns_float32_outputs(precision: str, expected: torch.dtype) -> None:
+    """As Fabric: outputs in the default dtype, whatever the precision computed them in (trial CP)."""
     pytest.importorskip("xtrain.precision")
     engine = Engine(accelerator="cpu", devices=1, precision=precision)
     engine.launch()
@@ -167,3 +168,18 @@ def test_the_nonfinite_warning_gives_engine_advice_at_the_users_line() -> None:
     assert "engine.clip_gradients(model, optimizer, max_norm=...)" in str(warning.message)
     assert "gradient_clip_val" not in str(warning.message) and "detect_anomaly=True" not in str(warning.message)
     assert warning.filename == __file__
+
+
+def test_a_compiled_module_is_set_up_compiled_in_place_and_saves_its_own_names(tmp_path: Path) -> None:
+    engine = Engine(accelerator="cpu", devices=1)
+    engine.launch()
+    net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 3))
+    model = engine.setup(torch.compile(net))
+    assert model.module is net and list(model.state_dict()) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    x = torch.randn(8, 4)
+    assert torch.allclose(model(x), net._call_impl(x))
+    engine.save(tmp_path / "c.ckpt", {"model": model})
+    fresh = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 3))
+    plain = engine.setup(fresh)
+    engine.load(tmp_path / "c.ckpt", {"model": plain})
+    assert all(torch.equal(a, b) for a, b in zip(fresh.state_dict().values(), net.state_dict().values(), strict=True))

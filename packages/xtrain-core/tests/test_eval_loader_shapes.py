@@ -111,3 +111,44 @@ def test_a_stream_without_a_length_validates_at_every_epochs_end() -> None:
     _trainer(max_epochs=3, num_sanity_val_steps=0).fit(module, DataLoader(Stream(), batch_size=2),
                                                          DataLoader(Indexed(2), batch_size=2))
     assert [s for s in module.seen if s[0] == "val"] == [("val", [0, 1], 0, 0)] * 3
+
+
+def test_a_function_instead_of_its_loader_and_a_fraction_of_a_stream_are_refused_before_the_run() -> None:
+    def make_loader() -> DataLoader[torch.Tensor]:
+        return _a()
+
+    with pytest.raises(ConfigError, match=r"train_dataloaders=.*is not a DataLoader.*make_loader\(\) returns one.*"
+                                          r"call the function"):
+        _trainer(max_epochs=1).fit(Records(), make_loader)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"val_dataloaders=.*is not a DataLoader"):
+        _trainer(max_epochs=1).fit(Records(), _a(), make_loader)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"val_check_interval=0\.5: is a fraction of an epoch, but the training "
+                                          r"dataloader has no length"):
+        _trainer(max_epochs=1, val_check_interval=0.5).fit(Records(), DataLoader(Stream(), batch_size=2), _a())
+    with pytest.raises(ConfigError, match=r"limit_train_batches=-1.*limit_train_batches=1\.0 for all batches") as info:
+        _trainer(limit_train_batches=-1)
+    assert "skip" not in str(info.value)  # 0 would train nothing
+
+
+def test_teardown_runs_the_data_modules_first_then_the_callbacks_then_the_modules() -> None:
+    from xtrain.core import Callback, DataModule
+
+    calls: list[str] = []
+
+    class Data(DataModule):
+        def train_dataloader(self) -> DataLoader[torch.Tensor]:
+            return _a()
+
+        def teardown(self, stage: str) -> None:
+            calls.append("datamodule")
+
+    class Watch(Callback):
+        def teardown(self, trainer: Trainer, module: TrainModule, stage: str) -> None:
+            calls.append("callback")
+
+    class Module(Records):
+        def teardown(self, stage: str) -> None:
+            calls.append("module")
+
+    _trainer(max_epochs=1, callbacks=[Watch()]).fit(Module(), datamodule=Data())
+    assert calls == ["datamodule", "callback", "module"]  # Lightning's order

@@ -199,3 +199,13 @@ def test_cpu_capability_probe_answers_for_every_dtype() -> None:
     assert hardware.cpu_has_native(torch.float32) and hardware.cpu_has_native(torch.float64)
     assert isinstance(hardware.cpu_has_native(torch.float16), bool)
     assert isinstance(hardware.cpu_has_native(torch.bfloat16), bool)
+
+
+@pytest.mark.parametrize(("given", "advice"), [("fp16", "precision='16-mixed'"), ("half", "'16-true'"),
+                                               (torch.bfloat16, "precision='bf16-mixed'"),
+                                               ("double", "precision='64-true'"),
+                                               ("transformer-engine", "Transformer Engine precision has no xtrain")])
+def test_other_frameworks_precision_spellings_are_told_xtrains_name(given: Any, advice: str) -> None:
+    with pytest.raises(ConfigError, match=r"is not a registered precision name") as info:
+        Trainer(accelerator="cpu", precision=given)
+    assert advice in str(info.value)

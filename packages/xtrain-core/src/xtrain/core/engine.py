@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from xtrain.core._internal.apply import apply_to_tensors, numbers_to_tensors, other_leaves
+from xtrain.core._internal.compiled import unwrap_compiled
 from xtrain.core._internal.data import prepare_dataloader
 from xtrain.core._internal.engine_loader import EngineLoader
 from xtrain.core._internal.engine_module import EngineModule, unwrap
@@ -220,7 +221,9 @@ class Engine:
     def setup_module(self, module: nn.Module) -> EngineModule:
         """Convert, move and wrap ``module``; create optimizers from the returned module's parameters."""
         self._require_launch()
-        forward = self._strategy.setup(module)
+        # torch.compile(module): compiled in place instead (as the Trainer does), so .module, state_dict and
+        # checkpoints are the module's own, without the wrapper's "_orig_mod." prefix, as Fabric's.
+        forward = self._strategy.setup(unwrap_compiled(module))
         original = self._strategy.module
         self._modules.append(original)
         return EngineModule(forward, original, self._strategy.precision)

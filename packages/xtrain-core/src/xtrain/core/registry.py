@@ -32,7 +32,7 @@ import importlib
 import inspect
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib.metadata import EntryPoint, EntryPoints, entry_points
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -92,9 +92,11 @@ class Registry(Generic[_T]):
             or breaks it (``"accelerator='cpu'"``); ``None`` for groups that are only ever chosen by name.
     """
 
-    def __init__(self, group: str, argument: str, *, automatic: str | None = None, pin: str | None = None) -> None:
+    def __init__(self, group: str, argument: str, *, automatic: str | None = None, pin: str | None = None,
+                 spellings: Mapping[str, str] | None = None) -> None:
         self.group = group
         self.argument = argument
+        self.spellings = dict(spellings or {})  # other frameworks' names: the advice an unknown one gets
         self.automatic = automatic if automatic is not None else f"{argument}='auto'"
         self.pin = pin
         self._entries: dict[str, _Entry] | None = None
@@ -304,6 +306,10 @@ class Registry(Generic[_T]):
         if requirement is not None:
             return ConfigError(self.argument, name, f"is provided by {requirement.split('[')[0]}, which is not installed.",
                                choices=choices, fix=f"pip install {_quote(requirement)}")
+        spelled = self.spellings.get(key or str(name).lower())
+        if spelled is not None:
+            return ConfigError(self.argument, name, f"is not a registered {self.argument} name.", choices=choices,
+                               fix=spelled)
         close = difflib.get_close_matches(key, choices, n=2)  # "dpp" is as near to "ddp" as to "dp": name both
         fix = f"did you mean {' or '.join(map(repr, close))}?" if close else \
             f"pass one of the valid choices to {self.argument}=."
@@ -326,7 +332,16 @@ def _quote(requirement: str) -> str:
 ACCELERATORS: Registry[Any] = Registry("xtrain.accelerators", "accelerator",
                                        pin="accelerator='cpu' (or the accelerator you use)")
 STRATEGIES: Registry[Any] = Registry("xtrain.strategies", "strategy")
-PRECISIONS: Registry[Any] = Registry("xtrain.precision", "precision")
+_HALF = "write precision='16-mixed' (float16 autocast with a gradient scaler) or '16-true' (float16 weights)."
+_BF16 = "write precision='bf16-mixed' (bfloat16 autocast, float32 weights) or 'bf16-true' (bfloat16 weights)."
+_NO_TE = ("Lightning's Transformer Engine precision has no xtrain plugin (it needs NVIDIA's transformer_engine on a "
+          "GPU); write precision='bf16-mixed', or register a plugin of your own (docs/guides/custom-precision.md).")
+PRECISIONS: Registry[Any] = Registry("xtrain.precision", "precision", spellings={
+    "fp16": _HALF, "half": _HALF, "float16": _HALF, "torch.float16": _HALF, "bfloat16": _BF16, "torch.bfloat16": _BF16,
+    "fp32": "write precision='32-true'.", "float32": "write precision='32-true'.",
+    "torch.float32": "write precision='32-true'.", "fp64": "write precision='64-true'.",
+    "double": "write precision='64-true'.", "float64": "write precision='64-true'.",
+    "torch.float64": "write precision='64-true'.", "transformer-engine": _NO_TE, "transformer-engine-float16": _NO_TE})
 CHECKPOINT_IO: Registry[Any] = Registry("xtrain.checkpoint_io", "plugins")
 ENVIRONMENTS: Registry[Any] = Registry("xtrain.environments", "plugins",
                                        automatic="the cluster environment detection",

@@ -63,6 +63,12 @@ class TruePrecision(Precision):
     def convert_input(self, data: Any) -> Any:
         return cast_floating(data, self.param_dtype)
 
+    @override
+    def convert_output(self, data: Any) -> Any:
+        """Floating outputs in the default dtype (float32), as Fabric returns them from a set-up module: a loop
+        ported from Fabric computes its loss and comparisons in float32 (the Engine's only use of it)."""
+        return cast_floating(data, torch.get_default_dtype(), only=self.compute_dtype)
+
 
 class DoublePrecision(TruePrecision):
     """``"64-true"``: float64 weights, inputs, activations, gradients and optimizer state, end to end."""

@@ -22,9 +22,9 @@ from xtrain.core._internal.sampler import ResumableSampler, SeededBatchSampler, 
 from xtrain.core.errors import ConfigError
 from xtrain.core.seed import exported_seed
 
-__all__ = ["LoaderShape", "batch_limit", "check_train_batches", "combined_train", "copy_dataloader", "eval_loaders", "inner_loaders",
-           "length", "prepare_dataloader", "resumable_sampler", "set_sampler_epoch", "shut_down_workers",
-           "warn_empty_eval"]
+__all__ = ["LoaderShape", "batch_limit", "check_loader", "check_train_batches", "combined_train", "copy_dataloader",
+           "eval_loaders", "inner_loaders", "length", "prepare_dataloader", "resumable_sampler", "set_sampler_epoch",
+           "shut_down_workers", "warn_empty_eval"]
 
 
 _REPLACEABLE = (RandomSampler, SequentialSampler, DistributedSampler)
@@ -222,6 +222,20 @@ def eval_loaders(given: Any, prepare: Callable[[Any], Any], *, stage: str, argum
     if isinstance(given, (list, tuple)):
         return [prepare(loader) for loader in given]
     return [prepare(given)]
+
+
+def check_loader(loader: Any, argument: str) -> None:
+    """Refuse what cannot give batches before the run starts (``iter`` would fail inside the loop, naming nothing).
+
+    Raises:
+        ConfigError: For an object that is not iterable; a function is told to be called (the commonest slip).
+    """
+    if isinstance(loader, Iterable) or hasattr(loader, "__getitem__"):
+        return
+    called = f" ({getattr(loader, '__name__', 'it')}() returns one)" if callable(loader) else ""
+    raise ConfigError(argument, loader, f"is not a DataLoader or another iterable of batches{called}.",
+                      fix=f"pass the dataloader itself{': call the function' if callable(loader) else ''}, e.g. "
+                          f"{argument}=DataLoader(dataset, batch_size=32).")
 
 
 def inner_loaders(loader: Any) -> list[Any]:

@@ -91,7 +91,7 @@ def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, 
         strategy.load_optimizer_state_dict(opt, state)
     trainer._schedulers_resumed = bool(trainer.lr_scheduler_configs)
     for logger, state in zip(trainer.loggers, checkpoint.get("loggers", []), strict=False):
-        logger.resume(state, step=trainer._progress.global_step)
+        logger.resume(state, step=trainer._logged_step())
     rng = checkpoint.get("rng")
     same_world = meta["world_size"] == strategy.world_size and isinstance(rng, list) and len(rng) == meta["world_size"]
     trainer._pending_rng = rng[strategy.global_rank] if rng and same_world else None

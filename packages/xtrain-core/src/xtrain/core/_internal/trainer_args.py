@@ -53,7 +53,9 @@ def _limit(name: str, value: object) -> int | float:
         raise ConfigError(name, value, "is a fraction outside [0, 1].",
                           fix=f"write {name}=1.0 for all batches, or an int for a number of batches.")
     if isinstance(value, int) and value < 0:
-        raise ConfigError(name, value, "is a negative number of batches.", fix=f"write {name}=0 to skip them.")
+        skip = "" if name == "limit_train_batches" else f", or {name}=0 to skip them"
+        raise ConfigError(name, value, "is a negative number of batches.",
+                          fix=f"write {name}=1.0 for all batches, a number of batches like {name}=10{skip}.")
     return value
 
 

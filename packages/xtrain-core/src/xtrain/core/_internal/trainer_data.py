@@ -6,11 +6,13 @@ module's) and the checks on what it finds are one concern, apart from the run th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from xtrain.core._internal.data import (
     batch_limit,
+    check_loader,
     check_train_batches,
     combined_train,
     eval_loaders,
@@ -72,6 +74,8 @@ class StageLoaders:
         dist = self.strategy.distributed_sampler_kwargs
 
         def prep(loader: Any, train: bool) -> Any:
+            check_loader(loader, "train_dataloaders" if train else "val_dataloaders" if stage in ("fit", "validate")
+                         else "dataloaders")
             return prepare_dataloader(loader, distributed=dist, use_distributed_sampler=self.use_distributed_sampler,
                                       training=train, pad=stage != "predict")
 
@@ -105,6 +109,13 @@ class StageLoaders:
                 raise ConfigError("val_check_interval", self.val_check_interval, f"is more batches than an epoch has "
                                   f"({self.num_training_batches}).", fix="lower it, or set check_val_every_n_epoch="
                                   "None to count batches across epochs.")
+            if isinstance(self.val_check_interval, float) and self.val_check_interval != 1.0 and \
+                    self.num_training_batches == math.inf:
+                raise ConfigError("val_check_interval", self.val_check_interval, "is a fraction of an epoch, but the "
+                                  "training dataloader has no length (an IterableDataset without __len__), so the "
+                                  "epoch has no fraction (Lightning refuses it too).",
+                                  fix="pass a number of batches (val_check_interval=1000), or 1.0 to validate at each "
+                                      "epoch's end.")
         kind = {"fit": ("val", "val_dataloader", self.limit_val_batches),
                 "validate": ("val", "val_dataloader", self.limit_val_batches),
                 "test": ("test", "test_dataloader", self.limit_test_batches),

@@ -256,9 +256,14 @@ class RunLifecycle(StageLoaders, LoopServices):
         return None
 
     def _teardown(self, stage: Stage, status: str) -> None:
-        error = self._hooks.call_all("teardown", stage)
-        if self.datamodule is not None:
-            self.datamodule.teardown(stage)
+        error: BaseException | None = None
+        if self.datamodule is not None:  # as Lightning: the data module's first, then the callbacks', the module's
+            try:
+                self.datamodule.teardown(stage)
+            except Exception as err:  # noqa: BLE001 - the other teardowns still run; raised below as theirs are
+                error = err
+        hooks_error = self._hooks.call_all("teardown", stage)
+        error = error or hooks_error
         shut_down_workers([self._train_loader, *self._eval_loaders])
         if self.is_global_zero:
             for logger in self.loggers:

@@ -46,6 +46,11 @@ class LoopServices:
         @property
         def callback_metrics(self) -> dict[str, torch.Tensor]: ...
 
+    def _logged_step(self) -> int:
+        """The step logger rows are written at: ``global_step``, or under manual optimization the batches trained, as
+        Lightning counts them for logging (two optimizers step twice per batch; a row is a batch's)."""
+        return self.global_step if self.module.automatic_optimization else self._progress.total_batches
+
     def _write_step_logs(self) -> None:
         """Send the step's metrics to the loggers, after the batch's ``on_train_batch_end`` hooks (as Lightning):
         a value those hooks log belongs to this step's row. Called by the fit loop when a row is due."""
@@ -102,7 +107,7 @@ class LoopServices:
     def _write_logs(self, values: dict[str, float], log: bool, *, step: int | None = None) -> None:
         """One row of ``values`` (with the epoch) to every logger, at ``step`` (default ``global_step``)."""
         if log and values and self.is_global_zero:
-            step = self.global_step if step is None else step
+            step = self._logged_step() if step is None else step
             for logger in self.loggers:
                 logger.log_metrics({"epoch": float(self.current_epoch), **values}, step)
 

@@ -74,6 +74,14 @@ class EarlyStopping(Callback):
                               fix="write mode='min' when lower is better.")
         if not isinstance(patience, int) or patience < 0:
             raise ConfigError("patience", patience, "must be a non-negative int.", fix="write patience=3.")
+        if not isinstance(monitor, str):
+            raise ConfigError("monitor", monitor, "must be the name of a logged metric.", fix="write monitor='val_loss'.")
+        for name, value, example in (("min_delta", min_delta, "0.01"), ("stopping_threshold", stopping_threshold, "0.1"),
+                                     ("divergence_threshold", divergence_threshold, "10.0")):
+            if (value is not None or name == "min_delta") and (isinstance(value, bool)
+                                                               or not isinstance(value, (int, float))):
+                raise ConfigError(name, value, "must be a number (it is compared with the monitored metric).",
+                                  fix=f"write {name}={example}" + (" (not a string)." if isinstance(value, str) else "."))
         self.monitor = monitor
         self.mode = mode
         self.patience = patience

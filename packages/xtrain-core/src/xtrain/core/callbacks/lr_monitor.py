@@ -133,7 +133,7 @@ class LearningRateMonitor(Callback):
 
     @override
     def on_train_batch_start(self, trainer: Trainer, module: TrainModule, batch: Any, batch_idx: int) -> None:
-        step = trainer.global_step + 1  # the step this batch's metrics are logged at (once, when accumulating)
+        step = trainer._logged_step() + 1  # the step this batch's metrics are logged at (once, when accumulating)
         if self.logging_interval != "epoch" and step % trainer.log_every_n_steps == 0 and step != self._logged_step:
             self._logged_step = step
             self._log(trainer, step, "step" if self.logging_interval is None else "any")
@@ -141,4 +141,4 @@ class LearningRateMonitor(Callback):
     @override
     def on_train_epoch_start(self, trainer: Trainer, module: TrainModule) -> None:
         if self.logging_interval != "step":
-            self._log(trainer, trainer.global_step, "epoch" if self.logging_interval is None else "any")
+            self._log(trainer, trainer._logged_step(), "epoch" if self.logging_interval is None else "any")

@@ -42,8 +42,11 @@ class ModelCheckpoint(Callback):
         monitor: Metric to rank checkpoints by (``None``: keep the most recent ones).
         mode: Whether lower (``"min"``) or higher (``"max"``) values of ``monitor`` are better.
         save_top_k: How many checkpoints to keep (``-1``: all, ``0``: none but ``last``).
-        save_last: Also write ``last.ckpt`` at every save, for ``ckpt_path="last"``.
-        every_n_epochs: Save after every N completed epochs (default 1 unless ``every_n_train_steps`` is set).
+        save_last: Also write ``last.ckpt`` at every save, for ``ckpt_path="last"``. It shares the newest saved
+            file's bytes through a hard link (a copy where links are unsupported), so ``"link"`` (Lightning's
+            symbolic link) is accepted and does the same; ``last_model_path`` and ``best_model_path`` name the files.
+        every_n_epochs: Save after every N completed epochs (default 1 unless ``every_n_train_steps`` or
+            ``train_time_interval`` is set, as in Lightning).
         every_n_train_steps: Save after every N optimizer steps (mid-epoch resume points).
         save_weights_only: Store only the module's weights.
         verbose: Print a line for every checkpoint saved (on rank 0).
@@ -70,7 +73,8 @@ class ModelCheckpoint(Callback):
     MAX_OVERHEAD_WAIT: ClassVar[float] = 60.0
 
     def __init__(self, dirpath: str | Path | None = None, filename: str | None = None, *, monitor: str | None = None,
-                 mode: Literal["min", "max"] = "min", save_top_k: int = 1, save_last: bool = False,
+                 mode: Literal["min", "max"] = "min", save_top_k: int = 1,
+                 save_last: bool | Literal["link"] | None = False,
                  every_n_epochs: int | None = None, every_n_train_steps: int | None = None,
                  save_weights_only: bool = False, verbose: bool = False, auto_insert_metric_name: bool = True,
                  save_on_train_epoch_end: bool | None = None, train_time_interval: timedelta | None = None,
@@ -78,6 +82,9 @@ class ModelCheckpoint(Callback):
         if mode not in ("min", "max"):
             raise ConfigError("mode", mode, "is not a ModelCheckpoint mode.", choices=["min", "max"],
                               fix="write mode='min' when lower is better.")
+        if save_last not in (True, False, None, "link") or not isinstance(save_last, (bool, str, type(None))):
+            raise ConfigError("save_last", save_last, "is not a save_last setting.", choices=[True, False, "link"],
+                              fix="write save_last=True to keep a last.ckpt beside the top-k files.")
         if not isinstance(save_top_k, int) or save_top_k < -1:
             raise ConfigError("save_top_k", save_top_k, "must be an int >= -1.", fix="write save_top_k=1.")
         for name, value in (("every_n_epochs", every_n_epochs), ("every_n_train_steps", every_n_train_steps)):
@@ -111,7 +118,8 @@ class ModelCheckpoint(Callback):
         self.save_top_k = save_top_k
         self.save_last = save_last
         self.every_n_train_steps = every_n_train_steps or 0
-        self.every_n_epochs = every_n_epochs if every_n_epochs is not None else (0 if self.every_n_train_steps else 1)
+        self.every_n_epochs = every_n_epochs if every_n_epochs is not None else \
+            (0 if self.every_n_train_steps or train_time_interval is not None else 1)
         self.save_weights_only = save_weights_only
         self.best_k_models: dict[str, float] = {}
         self._recent: dict[str, float] = {}  # without monitor: the kept files by step (best_k_models stays empty)
@@ -441,7 +449,7 @@ class ModelCheckpoint(Callback):
         # The ranking (and best_model_path) is settled before writing, so the checkpoint's own state names itself
         # as the best when it is; ckpt_path="best" in a new process reads it from last.ckpt.
         doomed = self._prune(keep[0]) if keep else []
-        self._write(trainer, keep)
+        self._write(trainer, keep, epoch=epoch)
         if not doomed:
             return
         started_from = _resolved(trainer.ckpt_path)
@@ -507,7 +515,9 @@ class ModelCheckpoint(Callback):
             version += 1
         return candidate
 
-    def _write(self, trainer: Trainer, paths: list[Path]) -> None:
+    def _write(self, trainer: Trainer, paths: list[Path], *, epoch: int | None = None) -> None:
+        """Write the run to ``paths`` (and ``last``); ``epoch``: the epoch the save belongs to, for the message (an
+        epoch end's save is taken once ``current_epoch`` counts the next one)."""
         targets = list(paths)
         if self.save_last:
             last = self._versioned(self.resolve_dirpath(trainer) / f"{self.LAST_NAME}{self.FILE_EXTENSION}")
@@ -521,7 +531,7 @@ class ModelCheckpoint(Callback):
         self._skipped_epoch = None
         if self.verbose and trainer.is_global_zero:
             score = f" ({self.monitor}={self.best_k_models[str(paths[0])]:.6g})" if paths and self.monitor else ""
-            print(f"Epoch {trainer.current_epoch}, global step {trainer.global_step}: saved "
+            print(f"Epoch {trainer.current_epoch if epoch is None else epoch}, global step {trainer.global_step}: saved "
                   f"{', '.join(str(p) for p in targets)}{score}")
         if trainer.is_global_zero:
             for logger in trainer.loggers:

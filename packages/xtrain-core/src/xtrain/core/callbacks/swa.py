@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import torch
 from torch import nn
@@ -29,8 +29,9 @@ class StochasticWeightAveraging(WeightAveraging):
     As in Lightning the average takes the weights as each SWA epoch starts, so with ``swa_epoch_start=2`` and
     ``max_epochs=4`` it holds the weights reached at the end of epochs 0, 1 and 2 (the last epoch's training is not
     in it). From the first SWA epoch the learning rate is annealed to ``swa_lrs`` by
-    :class:`torch.optim.swa_utils.SWALR` (replacing the module's epoch schedulers), and the averaged weights are used
-    for validation and saved in checkpoints. When fitting runs to ``max_epochs`` the module receives them, with
+    :class:`torch.optim.swa_utils.SWALR` (replacing the module's epoch schedulers). As in Lightning, validation and
+    ``checkpoint["state_dict"]`` see the training weights (the average rides beside them in the checkpoint, so a
+    resume continues both). When fitting runs to ``max_epochs`` the module receives the average, with
     batch-norm statistics recomputed by running ``training_step`` over the training batches without gradients (the
     module needs no ``forward``; the statistics are averaged over ranks, so every rank ends with the same model).
     A fit stopped earlier keeps its trained weights, as in Lightning.
@@ -44,6 +45,8 @@ class StochasticWeightAveraging(WeightAveraging):
         avg_fn: The per-parameter averaging function (default: the equal running mean).
         device: Where the averaged copy lives (``None``: beside the module).
     """
+
+    evaluates_average: ClassVar[bool] = False
 
     def __init__(self, swa_lrs: float | list[float] | None = None, *, swa_epoch_start: int | float = 0.8,
                  annealing_epochs: int = 10, annealing_strategy: Literal["cos", "linear"] = "cos",

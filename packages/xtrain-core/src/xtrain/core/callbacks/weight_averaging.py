@@ -29,7 +29,8 @@ class WeightAveraging(Callback):
     Why: an average of the weights along the trajectory usually generalizes better than the last weights. The
     average is what validation sees (the weights are swapped in for it and back after), what ``checkpoint["state_dict"]``
     holds (so ``load_from_checkpoint`` and evaluation get the averaged model), and what the module holds when fitting
-    ends. The training weights travel in the checkpoint too, so resuming continues both exactly. Every rank keeps its
+    ends; a subclass with ``evaluates_average = False`` (SWA, as Lightning's) validates and saves the training weights
+    instead. The other weights travel in the checkpoint too, so resuming continues both exactly. Every rank keeps its
     own average of identical weights, so the ranks agree without communicating.
 
     Subclasses decide when to update by overriding :meth:`should_update`; the default updates after every optimizer
@@ -44,6 +45,9 @@ class WeightAveraging(Callback):
     """
 
     reads_gradients: ClassVar[bool] = False
+    #: Whether validation and ``checkpoint["state_dict"]`` see the average (Lightning's ``WeightAveraging``) or the
+    #: training weights, with the average beside them in the checkpoint (Lightning's ``StochasticWeightAveraging``).
+    evaluates_average: ClassVar[bool] = True
 
     def __init__(self, *, device: str | torch.device | None = None, use_buffers: bool = True,
                  avg_fn: Callable[..., Any] | None = None, multi_avg_fn: Callable[..., Any] | None = None) -> None:
@@ -134,7 +138,7 @@ class WeightAveraging(Callback):
 
     @override
     def on_validation_start(self, trainer: Trainer, module: TrainModule) -> None:
-        if trainer.state == "fit" and self.num_averaged > 0:
+        if self.evaluates_average and trainer.state == "fit" and self.num_averaged > 0:
             self._swap(trainer.strategy.module)
             self._swapped = True
 
@@ -171,6 +175,10 @@ class WeightAveraging(Callback):
         assert self._average is not None
         training = checkpoint["state_dict"]
         averaged = self._average.module.state_dict()
+        if not self.evaluates_average:
+            checkpoint[_CHECKPOINT_KEY] = {"state_key": self.state_key, "n_averaged": self._average.n_averaged.detach().clone(),
+                                           "average_state_dict": {k: v.detach() for k, v in averaged.items()}}
+            return
         # The checkpoint's weights are the averaged ones; the training ones ride along so a resume continues both.
         checkpoint["state_dict"] = {key: averaged[key].detach().to(value.device) if isinstance(value, torch.Tensor)
                                     else value for key, value in training.items()}
@@ -183,9 +191,12 @@ class WeightAveraging(Callback):
         if not isinstance(saved, dict) or saved.get("state_key") != self.state_key or trainer.state != "fit":
             return  # evaluating from a checkpoint: its state_dict (the average) is what should be evaluated
         average = self._ensure(trainer)
-        average.module.load_state_dict(checkpoint["state_dict"])
+        if "average_state_dict" in saved:  # the training weights are the checkpoint's, the average beside them
+            average.module.load_state_dict(saved["average_state_dict"])
+        else:
+            average.module.load_state_dict(checkpoint["state_dict"])
+            checkpoint["state_dict"] = saved["training_state_dict"]
         average.n_averaged.copy_(saved["n_averaged"])
-        checkpoint["state_dict"] = saved["training_state_dict"]
 
 
 class EMAWeightAveraging(WeightAveraging):

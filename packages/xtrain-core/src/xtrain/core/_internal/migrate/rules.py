@@ -56,7 +56,7 @@ M, N, T, E, A, TA, P, B, AR = (Section.MODULE, Section.NAME, Section.TRAINER_ARG
 SAME, TR, DROP, MISS, DOC = Action.SAME, Action.TRANSLATE, Action.DROP, Action.MISSING, Action.DOC
 _PL, _CB, _LG, _UT, _FB = ("lightning.pytorch", "lightning.pytorch.callbacks", "lightning.pytorch.loggers",
                            "lightning.pytorch.utilities", "lightning.fabric")
-_NOT_YET = "not in xtrain yet; keep Lightning's class or write a Callback"
+_NOT_YET = "not in xtrain yet (the Trainer takes xtrain callbacks only); write a Callback"
 # Lightning's TrainerFn members and the strings xtrain's trainer.state holds (the members' own values)
 TRAINER_FN = {"FITTING": "fit", "VALIDATING": "validate", "TESTING": "test", "PREDICTING": "predict"}
 _SLURM = ("under SLURM, xtrain saves last.ckpt, stops and runs scontrol requeue on SIGUSR1 during fit (sbatch "
@@ -139,7 +139,8 @@ RULES: tuple[Rule, ...] = (
         "StochasticWeightAveraging", "ThroughputMonitor", "Timer", "WeightAveraging")),
     _r(N, f"{_CB}.BatchSizeFinder", None, "use xtrain.core.tuner.Tuner(trainer).scale_batch_size(model) before fit"),
     _r(N, f"{_CB}.LearningRateFinder", None, "use xtrain.core.tuner.Tuner(trainer).lr_find(model) before fit"),
-    _r(N, f"{_CB}.ModelPruning", None, _NOT_YET + " calling torch.nn.utils.prune"),
+    _r(N, f"{_CB}.ModelPruning", None, _NOT_YET + " whose on_train_epoch_end calls torch.nn.utils.prune (e.g. "
+                                                 "prune.l1_unstructured(module.fc, 'weight', amount=0.2))"),
     _r(N, f"{_LG}.LightningLoggerBase", "xtrain.core.loggers.Logger", "Lightning 1.x name of the base class"),
     _r(N, f"{_LG}.Logger", "xtrain.core.loggers.Logger"),
     *(_r(N, f"{_LG}.{name}", f"xtrain.core.loggers.{name}", "pip install \"xtrain-core[" + extra + "]\"")
@@ -469,9 +470,10 @@ RULES: tuple[Rule, ...] = (
        action=DOC),
     _r(B, "StochasticWeightAveraging with BatchNorm", None, "the module fit returns has the statistics recomputed "
                                                             "for the averaged weights, as Lightning's; the "
-                                                            "checkpoints written during fit hold the average with "
-                                                            "the statistics of training (Lightning updates them in an "
-                                                            "extra epoch it also saves). Save the final module with "
+                                                            "checkpoints written during fit hold the training weights "
+                                                            "(as Lightning's) and no checkpoint holds the average "
+                                                            "with recomputed statistics (Lightning saves the extra "
+                                                            "epoch that recomputes them). Save the final module with "
                                                             "trainer.save_checkpoint(\"final.ckpt\") after fit",
        action=DOC),
     _r(B, "ddp validation and buffers", None, "validation inside fit uses rank 0's buffers (BatchNorm statistics) "
