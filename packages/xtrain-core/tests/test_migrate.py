@@ -113,8 +113,9 @@ def test_names_without_equivalent_stay_with_a_comment_and_a_second_run_changes_n
         """)
     first = migrate_python(code)
     assert "from xtrain.core.callbacks import ModelCheckpoint\n" in first.new
-    assert ("# xtrain migrate: ModelPruning: not in xtrain yet; keep Lightning's class or write a Callback calling "
-            "torch.nn.utils.prune\nfrom lightning.pytorch.callbacks import ModelPruning\n") in first.new
+    assert ("# xtrain migrate: ModelPruning: not in xtrain yet (the Trainer takes xtrain callbacks only); write a "
+            "Callback whose on_train_epoch_end calls torch.nn.utils.prune (e.g. prune.l1_unstructured(module.fc, "
+            "'weight', amount=0.2))\nfrom lightning.pytorch.callbacks import ModelPruning\n") in first.new
     assert [line for line, _ in first.attention] == [1, 3]
     second = migrate_python(first.new)
     assert not second.changed
