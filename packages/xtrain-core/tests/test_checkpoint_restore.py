@@ -696,3 +696,14 @@ def test_a_checkpoint_lacking_a_new_layer_names_strict_loading_not_hyperparamete
                                      verbose=False)
     saved = read_checkpoint(genuine)["state_dict"]
     assert all(torch.equal(model.state_dict()[k], v) for k, v in saved.items())
+
+
+def test_resuming_a_fit_with_a_new_layer_does_not_advise_a_non_strict_load_the_optimizer_refuses(genuine: Path,
+                                                                                                tmp_path: Path) -> None:
+    model = WithNewHead()
+    model.strict_loading = True
+    with pytest.raises(CheckpointError, match=r"optimizer_states") as info:
+        quiet_trainer(tmp_path, max_steps=3).fit(model, DataLoader(tiny_dataset(32), batch_size=16),
+                                                 ckpt_path=str(genuine))
+    assert "strict_loading" not in str(info.value) and "hyperparameters" not in str(info.value)
+    assert "weights that fit" in str(info.value)

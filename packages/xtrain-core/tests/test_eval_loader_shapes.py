@@ -96,13 +96,15 @@ def test_test_and_predict_take_a_dict_of_loaders() -> None:
     assert _trainer().predict(module, {"a": _a(), "b": _b()}) == [[[0, 1], [2]], [[100, 101]]]
 
 
-def test_max_size_combines_one_batch_of_each_and_other_modes_are_refused() -> None:
+def test_other_modes_combine_one_batch_of_each_and_predict_refuses_them() -> None:
     module = Records()
     _trainer().test(module, CombinedLoader({"a": _a(), "b": _b()}, "max_size"), verbose=False)
     assert module.seen == [("test", {"a": [0, 1], "b": [100, 101]}, 0, 0), ("test", {"a": [2], "b": None}, 1, 0)]
-    with pytest.raises(ConfigError, match=r"CombinedLoader\(mode='min_size'\).*'sequential'"):
-        _trainer().test(module, CombinedLoader([_a(), _b()], "min_size"), verbose=False)
-    with pytest.raises(ConfigError, match=r"predict cannot evaluate in this mode"):
+    module.seen.clear()
+    _trainer().test(module, CombinedLoader({"a": _a(), "b": _b()}, "min_size"), verbose=False)  # as Lightning
+    assert module.seen == [("test", {"a": [0, 1], "b": [100, 101]}, 0, 0)]
+    with pytest.raises(ConfigError, match=r"CombinedLoader\(mode='max_size'\)\"?: predict runs the loaders one after the "
+                                          r"other only.*'sequential'"):
         _trainer().predict(module, CombinedLoader([_a(), _b()], "max_size"))
 
 
@@ -152,3 +154,11 @@ def test_teardown_runs_the_data_modules_first_then_the_callbacks_then_the_module
 
     _trainer(max_epochs=1, callbacks=[Watch()]).fit(Module(), datamodule=Data())
     assert calls == ["datamodule", "callback", "module"]  # Lightning's order
+
+
+def test_loader_methods_set_on_the_instance_are_used() -> None:
+    module = Records()
+    module.train_dataloader = lambda: DataLoader(Indexed(2), batch_size=2)  # type: ignore[method-assign]
+    module.val_dataloader = lambda: {"x": _a(), "y": _b()}  # type: ignore[method-assign]
+    _trainer(max_epochs=1, num_sanity_val_steps=0).fit(module)
+    assert module.seen == SEQUENTIAL

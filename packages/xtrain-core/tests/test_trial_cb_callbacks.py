@@ -113,3 +113,22 @@ def test_save_last_takes_lightnings_link_and_refuses_other_values(tmp_path: Path
     Trainer(max_epochs=2, callbacks=[checkpoint], logger=False, **QUIET).fit(TinyClassifier(), train, val)
     last, newest = tmp_path / "last.ckpt", tmp_path / "epoch=1-step=4.ckpt"
     assert last.read_bytes() == newest.read_bytes() and last.stat().st_ino == newest.stat().st_ino
+
+
+def test_early_stopping_takes_numpy_and_tensor_numbers_as_lightning() -> None:
+    import numpy as np
+
+    from xtrain.core.callbacks import EarlyStopping
+
+    for value in (np.float32(0.1), torch.tensor(0.1), 1, True):
+        assert EarlyStopping("val_loss", min_delta=value, stopping_threshold=value).stopping_threshold is value
+
+
+def test_the_time_interval_counts_from_the_start_of_training(tmp_path: Path) -> None:
+    import time
+
+    checkpoint = ModelCheckpoint(dirpath=tmp_path, train_time_interval=timedelta(seconds=0.5))
+    time.sleep(0.6)  # setup between building the callback and fit must not make the first step's save due
+    train, _ = tiny_loaders(n=32, batch_size=16)
+    Trainer(max_steps=1, callbacks=[checkpoint], logger=False, **QUIET).fit(TinyClassifier(), train)
+    assert not list(tmp_path.glob("*.ckpt"))

@@ -188,17 +188,17 @@ def combined_train(given: Any, prepare: Callable[[Any], Any], limit: int | float
     return TrainBatches(loaders, mode=mode, shape=shape, length=combined_length(limits, mode))
 
 
-_EVAL_MODES = {"validate": ("sequential", "max_size"), "test": ("sequential", "max_size"), "predict": ("sequential",)}
+_EVAL_MODES = {"validate": MODES, "test": MODES, "predict": ("sequential",)}
 
 
 def eval_loaders(given: Any, prepare: Callable[[Any], Any], *, stage: str, argument: str) -> list[Any]:
     """The evaluation loaders the loops run one after the other (``dataloader_idx`` is the position), as Lightning
     reads what ``val_dataloader()`` and its siblings return: a list, a tuple or a dict's values (in order) are
-    several; ``CombinedLoader(mode="sequential")`` is its loaders; ``mode="max_size"`` (not for ``predict``) is one
-    loader whose batches combine one of each.
+    several; ``CombinedLoader(mode="sequential")`` is its loaders; another mode (not for ``predict``) is one loader
+    whose batches combine one of each.
 
     Raises:
-        ConfigError: For a ``CombinedLoader`` mode the stage cannot evaluate in, as Lightning refuses it.
+        ConfigError: For ``predict`` with a ``CombinedLoader`` not in ``"sequential"`` mode, as Lightning refuses it.
     """
     from xtrain.core.combined_loader import CombinedLoader
 
@@ -207,9 +207,9 @@ def eval_loaders(given: Any, prepare: Callable[[Any], Any], *, stage: str, argum
     if isinstance(given, CombinedLoader):
         allowed = _EVAL_MODES["validate" if stage == "fit" else stage]
         if given.mode not in allowed:
-            raise ConfigError(argument, f"CombinedLoader(mode={given.mode!r})", f"{stage} cannot evaluate in this "
-                              "mode (Lightning refuses it too).", choices=list(allowed),
-                              fix='use mode="sequential" to evaluate the loaders one after the other.')
+            raise ConfigError(argument, f"CombinedLoader(mode={given.mode!r})", f"{stage} runs the loaders one after "
+                              "the other only (Lightning refuses this mode too).", choices=list(allowed),
+                              fix='use mode="sequential".')
         flat, shape = flatten(given.iterables)
         loaders = [prepare(loader) for loader in flat]
         if given.mode == "sequential":

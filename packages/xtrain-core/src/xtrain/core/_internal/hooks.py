@@ -19,8 +19,9 @@ _DATAMODULE_HOOKS = frozenset({"on_save_checkpoint", "on_load_checkpoint"})
 
 
 def overrides(obj: object, base: type, name: str) -> bool:
-    """Whether ``obj``'s class replaces ``base``'s method ``name``."""
-    return getattr(type(obj), name, None) is not getattr(base, name, None)
+    """Whether ``obj``'s class replaces ``base``'s method ``name``, or ``obj`` itself was given one
+    (``model.val_dataloader = lambda: loader``, as Lightning's ``is_overridden`` accepts)."""
+    return name in getattr(obj, "__dict__", ()) or getattr(type(obj), name, None) is not getattr(base, name, None)
 
 
 class HookDispatcher:

@@ -125,6 +125,7 @@ def plan_restore(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fit
     strategy = trainer.strategy
     plan = RestorePlan(path)
     plan.module(checkpoint["state_dict"], strategy.module, strict=strict_loading(trainer))
+    module_problems = len(plan.problems)
     plan.problems.extend(strategy.restore_problems(checkpoint, fitting=fitting))
     if fitting:
         names = module_names(strategy.module)
@@ -166,7 +167,8 @@ def plan_restore(trainer: Trainer, checkpoint: dict[str, Any], path: str, *, fit
             plan.like(name, saved, target.state_dict())
     hparams = checkpoint.get("hyper_parameters")
     if plan.problems and strict_loading(trainer) and only_lacks_weights(checkpoint["state_dict"], strategy.module):
-        plan.fixes.append(STRICT_LOADING_FIX)
+        if len(plan.problems) == module_problems:  # the optimizer states fit too: a non-strict load is the fix
+            plan.fixes.append(STRICT_LOADING_FIX)
     elif plan.problems and isinstance(hparams, dict) and hparams:
         plan.fixes.append(f"it was made with the hyperparameters {short_repr(hparams)}: build the model with them "
                           f"(MyModule.load_from_checkpoint(path) does).")

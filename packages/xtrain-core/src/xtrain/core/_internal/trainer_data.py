@@ -66,7 +66,7 @@ class StageLoaders:
         found = self._loaders.get(key)
         if found is None and self.datamodule is not None:
             found = getattr(self.datamodule, method)()
-        if found is None and getattr(type(self.module), method, None) is not None:
+        if found is None and getattr(self.module, method, None) is not None:  # the class's, or set on the instance
             found = getattr(self.module, method)()
         return found
 

@@ -78,8 +78,7 @@ class EarlyStopping(Callback):
             raise ConfigError("monitor", monitor, "must be the name of a logged metric.", fix="write monitor='val_loss'.")
         for name, value, example in (("min_delta", min_delta, "0.01"), ("stopping_threshold", stopping_threshold, "0.1"),
                                      ("divergence_threshold", divergence_threshold, "10.0")):
-            if (value is not None or name == "min_delta") and (isinstance(value, bool)
-                                                               or not isinstance(value, (int, float))):
+            if (value is not None or name == "min_delta") and not _number(value):
                 raise ConfigError(name, value, "must be a number (it is compared with the monitored metric).",
                                   fix=f"write {name}={example}" + (" (not a string)." if isinstance(value, str) else "."))
         self.monitor = monitor
@@ -219,3 +218,15 @@ class EarlyStopping(Callback):
             print(f"EarlyStopping: {message}")
         elif not self.log_rank_zero_only or trainer.is_global_zero:
             print(f"[rank {trainer.global_rank}] EarlyStopping: {message}")
+
+
+def _number(value: object) -> bool:
+    """Whether ``value`` reads as one number, as Lightning takes it: a Python, numpy or one-element tensor value (a
+    string such as ``"0.1"`` is not; it failed after the first epoch)."""
+    if isinstance(value, (str, bytes)):
+        return False
+    try:
+        float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, RuntimeError):
+        return False
+    return True

@@ -352,6 +352,10 @@ class ModelCheckpoint(Callback):
         return bool(trainer.strategy.broadcast(time.monotonic() - self._last_time < wait))
 
     @override
+    def on_train_start(self, trainer: Trainer, module: TrainModule) -> None:
+        self._last_time = time.monotonic()  # as Lightning: train_time_interval counts from here, not from __init__
+
+    @override
     def on_validation_start(self, trainer: Trainer, module: TrainModule) -> None:
         if not trainer.sanity_checking:
             self._pre_validation = (trainer.global_step, dict(trainer.callback_metrics))
