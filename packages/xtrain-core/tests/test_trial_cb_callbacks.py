@@ -132,3 +132,17 @@ def test_the_time_interval_counts_from_the_start_of_training(tmp_path: Path) -> 
     train, _ = tiny_loaders(n=32, batch_size=16)
     Trainer(max_steps=1, callbacks=[checkpoint], logger=False, **QUIET).fit(TinyClassifier(), train)
     assert not list(tmp_path.glob("*.ckpt"))
+
+
+def test_device_stats_monitor_takes_lightnings_cpu_stats_and_follows_the_batch_count(tmp_path: Path) -> None:
+    from xtrain.core.callbacks import DeviceStatsMonitor
+
+    monitor = DeviceStatsMonitor(True)  # Lightning's positional cpu_stats: on the CPU the device's are the CPU's
+    train, _ = tiny_loaders(n=64, batch_size=16)
+    logger = CSVLogger(tmp_path, name="", version=0)
+    Trainer(max_epochs=1, callbacks=[monitor], logger=logger, log_every_n_steps=2, enable_checkpointing=False,
+            **QUIET).fit(TwoOptimizers(), train)
+    with (tmp_path / "version_0" / "metrics.csv").open() as f:
+        rows = [r for r in csv.DictReader(f) if r.get("device_stats/on_train_batch_end/cpu_max_rss_mb")]
+    assert [int(r["step"]) for r in rows] == [2, 4]  # every 2 batches though each batch takes 2 optimizer steps
+    assert DeviceStatsMonitor(cpu_stats=False).cpu_stats is False
