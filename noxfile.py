@@ -363,9 +363,11 @@ def horovod(session: nox.Session) -> None:
 def model_parallel(session: nox.Session) -> None:
     """The 4-process model-parallel grid on CPU (gloo): HSDP, meta-device init, checkpoints moving between mesh
     shapes and strategies, exact resume, per-block inductor compilation. Not in the default set (about 10 minutes on
-    2 cores); the default ``tests`` session runs one 2x2 tensor-parallel x FSDP run and the matrix cells."""
+    2 cores); the default ``tests`` session runs one 2x2 tensor-parallel x FSDP run, the 2-process cells of the
+    model-parallel fixes and the matrix cells."""
     session.install("-c", TORCH, "torch==2.13.0", *_editable("test"), "pytest-timeout")
-    session.run("pytest", "packages/xtrain-strategies/tests/test_model_parallel.py", *session.posargs,
+    session.run("pytest", "packages/xtrain-strategies/tests/test_model_parallel.py",
+                "packages/xtrain-strategies/tests/test_model_parallel_fixes.py", *session.posargs,
                 env={"XTRAIN_MODEL_PARALLEL_GRID": "1"})
 
 

@@ -1149,6 +1149,26 @@ def test_validation_turned_off_counts_no_validation_batches() -> None:
     assert trainer.num_test_batches == []
 
 
+def test_an_evaluation_limited_to_nothing_runs_no_hook_and_returns_nothing() -> None:
+    """As Lightning: validate/test with every loader limited to 0 batches return [] (they returned one empty dict per
+    loader) and call none of the stage's hooks."""
+    called: list[str] = []
+
+    class Watch(Callback):
+        def on_test_start(self, trainer: Trainer, module: TrainModule) -> None:
+            called.append("on_test_start")
+
+        def on_validation_epoch_end(self, trainer: Trainer, module: TrainModule) -> None:
+            called.append("on_validation_epoch_end")
+
+    _, val = tiny_loaders()
+    trainer = quiet(limit_test_batches=0, limit_val_batches=0, callbacks=[Watch()])
+    assert trainer.test(TinyClassifier(), [val, val]) == []
+    assert trainer.validate(TinyClassifier(), val) == []
+    assert called == []
+    assert len(quiet(limit_test_batches=1).test(TinyClassifier(), [val, val])) == 2  # a limit of 1 still runs
+
+
 def test_several_validation_loaders_log_and_return_one_value_each(tmp_path: Path) -> None:
     """As Lightning: keys logged in the steps of one of several dataloaders end in "/dataloader_idx_<i>" (they were
     averaged over all of them into one value), validate returns a dict per dataloader, add_dataloader_idx=False

@@ -231,6 +231,11 @@ class RunLifecycle(StageLoaders, LoopServices):
         if stage == "predict":
             return run_predict(trainer, self._eval_loaders, self._val_limits, keep=self._return_predictions)
         if stage in ("validate", "test"):
+            configured = self.limit_val_batches if stage == "validate" else self.limit_test_batches
+            # As Lightning: nothing to evaluate runs no hook and returns []; on one rank of several only when the
+            # limit says so (a rank whose shard is empty still joins the others' collectives).
+            if not any(self._val_limits) and (self.strategy.world_size == 1 or configured == 0):
+                return []
             return results_per_dataloader(run_evaluation(trainer, stage, self._eval_loaders, self._val_limits),
                                           len(self._eval_loaders), self._metrics.key_dataloaders)
         warn_eval_modules(self.module)
