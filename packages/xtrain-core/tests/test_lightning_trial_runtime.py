@@ -124,9 +124,14 @@ def test_a_fresh_module_fits_without_an_eval_mode_warning(tmp_path: Path) -> Non
     assert _fit_warnings(_Net(), tmp_path) == []
 
 
-def test_a_fit_after_predict_warns_that_the_module_is_in_eval_mode(tmp_path: Path) -> None:
+def test_a_fit_after_predict_trains_in_train_mode(tmp_path: Path) -> None:
+    """As Lightning 2.6: predict puts every submodule back in the mode it found it in (it left them in eval, and the
+    next fit trained with dropout off)."""
     module = _Net()
     Trainer(enable_checkpointing=False, enable_progress_bar=False, **QUIET).predict(module, _loader())
+    assert all(sub.training for sub in module.modules())
+    assert _fit_warnings(module, tmp_path) == []
+    module.eval()
     (message,) = _fit_warnings(module, tmp_path)
     assert "5 of 5 modules in eval mode" in message and "net.1" in message and "model.train()" in message
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
+from xtrain.core._internal.class_only import class_only
 from xtrain.core._internal.hparams import HyperparametersMixin
 
 if TYPE_CHECKING:
@@ -82,13 +83,17 @@ class DataModule(HyperparametersMixin):
                                                     num_workers=num_workers, shuffle=method == "train_dataloader"))
         return datamodule
 
-    @classmethod
+    @class_only
     def load_from_checkpoint(cls, checkpoint_path: str | Path, map_location: Any = None,
-                             hparams_file: str | Path | None = None, **kwargs: Any) -> Self:
+                             hparams_file: str | Path | None = None, weights_only: bool | None = None,
+                             **kwargs: Any) -> Self:
         """Build the data module from the hyperparameters saved in ``checkpoint_path`` (read with
-        ``weights_only=True``) and restore its :meth:`state_dict`. A ``hparams_file`` (``hparams.yaml``) replaces
-        the saved hyperparameters, as in Lightning; ``kwargs`` replace either."""
-        from xtrain.core._internal.load_from_checkpoint import load_datamodule
+        ``weights_only=True``; Lightning's ``weights_only=False`` is accepted and not honoured) and restore its
+        :meth:`state_dict`. A ``hparams_file`` (``hparams.yaml``) replaces the saved hyperparameters, as in
+        Lightning; ``kwargs`` replace either. Called on an instance, it raises ``TypeError`` (as Lightning)."""
+        from xtrain.core._internal.load_from_checkpoint import load_datamodule, warn_weights_only
+
+        warn_weights_only(weights_only, f"{cls.__name__}.load_from_checkpoint")
 
         return load_datamodule(cls, checkpoint_path, map_location=map_location, overrides=kwargs,
                                hparams_file=hparams_file)

@@ -14,6 +14,8 @@ from xtrain.core.datamodule import DataModule
 from xtrain.core.module import TrainModule
 
 if TYPE_CHECKING:
+    from torch import nn
+
     from xtrain.core.trainer import Trainer
 
 __all__ = ["batch_preparer", "enter_eval", "leave_eval", "module_overrides", "step_scheduler"]
@@ -66,14 +68,23 @@ def _switch_mode(module: TrainModule, hook: str, training: bool) -> None:
         module.train(training)
 
 
-def enter_eval(module: TrainModule, stage: str) -> None:
-    """Switch to eval mode for ``stage`` (``validation``, ``test``, ``predict``) via the module's hook if any."""
+def enter_eval(module: TrainModule, stage: str) -> dict[nn.Module, bool]:
+    """Switch to eval mode for ``stage`` (``validation``, ``test``, ``predict``) via the module's hook if any; returns
+    each submodule's mode before, for :func:`leave_eval`."""
+    modes = {sub: sub.training for sub in module.modules()}
     _switch_mode(module, f"on_{stage}_model_eval", False)
+    return modes
 
 
-def leave_eval(module: TrainModule, stage: str) -> None:
-    """Switch back to train mode after ``stage`` (``validation`` or ``test``)."""
-    _switch_mode(module, f"on_{stage}_model_train", True)
+def leave_eval(module: TrainModule, stage: str, modes: dict[nn.Module, bool]) -> None:
+    """Back from ``stage``: the module's ``on_<stage>_model_train`` where it overrides it, else every submodule's mode
+    from before (a frozen BatchNorm stays in eval; after ``predict`` too), as Lightning's."""
+    hook = f"on_{stage}_model_train"
+    if stage != "predict" and module_overrides(module, hook):
+        getattr(module, hook)()
+        return
+    for sub, training in modes.items():
+        sub.training = training
 
 
 def step_scheduler(module: TrainModule, scheduler: Any, metric: float | None) -> None:

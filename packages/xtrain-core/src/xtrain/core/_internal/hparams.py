@@ -30,11 +30,37 @@ class AttributeDict(dict[str, Any]):
 
 
 def collect_init_args(frame: FrameType, obj: object, names: Iterable[str], ignore: Iterable[str]) -> dict[str, Any]:
-    """The arguments of the ``__init__`` running in ``frame`` (the caller of ``save_hyperparameters``).
+    """The arguments of the ``__init__`` running in ``frame`` (the caller of ``save_hyperparameters``) and of the
+    subclasses' ``__init__`` that called it, as Lightning collects them: a parent that saves records a subclass's own
+    arguments too (``Child(num_classes=3)`` calling ``super().__init__(lr=lr)``), the subclass's value winning.
 
-    They are read from that frame's own code, so a subclass whose ``__init__`` takes other arguments does not hide
-    the arguments of the parent ``__init__`` that called ``save_hyperparameters``.
+    Each frame's arguments are read from its own code, so a subclass whose ``__init__`` takes other arguments does not
+    hide those of the parent ``__init__`` that called ``save_hyperparameters``.
     """
+    values: dict[str, Any] = {}
+    for init in _init_chain(frame, obj):  # innermost first: a subclass's value replaces its parent's
+        values.update(_frame_args(init))
+    wanted = list(names)
+    if wanted:
+        values = {k: v for k, v in values.items() if k in wanted}
+    for key in ignore:
+        values.pop(key, None)
+    return values
+
+
+def _init_chain(frame: FrameType, obj: object) -> list[FrameType]:
+    """``frame`` and the ``__init__`` frames of ``obj`` that called it, innermost first."""
+    chain = [frame]
+    caller = frame.f_back
+    while caller is not None and caller.f_code.co_name == "__init__" and caller.f_code.co_argcount:
+        if caller.f_locals.get(caller.f_code.co_varnames[0]) is not obj:
+            break
+        chain.append(caller)
+        caller = caller.f_back
+    return chain
+
+
+def _frame_args(frame: FrameType) -> dict[str, Any]:
     code, local = frame.f_code, frame.f_locals
     positional = code.co_argcount + code.co_kwonlyargcount
     arg_names = list(code.co_varnames[:positional])[1:]
@@ -42,11 +68,6 @@ def collect_init_args(frame: FrameType, obj: object, names: Iterable[str], ignor
     if code.co_flags & inspect.CO_VARKEYWORDS:
         extra = code.co_varnames[positional + bool(code.co_flags & inspect.CO_VARARGS)]
         values.update(local.get(extra, {}))
-    wanted = list(names)
-    if wanted:
-        values = {k: v for k, v in values.items() if k in wanted}
-    for key in ignore:
-        values.pop(key, None)
     return values
 
 
@@ -76,12 +97,16 @@ def checkpoint_hparams(owner: object, prefix: str = "") -> dict[str, Any]:
     """The checkpoint entries of ``owner``'s hyperparameters: the values, and how ``__init__`` received them.
 
     ``hparams_name`` is the ``__init__`` argument that took a whole dict or Namespace (``load_from_checkpoint``
-    passes them back through it); ``hparams_type`` says which of the two it was.
+    passes them back through it; ``"kwargs"``, as Lightning's, for arguments recorded one by one); ``hparams_type``
+    says which of the two it was; ``hparams_unsaved`` names the ones that are no plain value.
     """
     hparams = getattr(owner, "hparams", {})
     told = vars(owner).setdefault("_unsaved_hparams_told", set())
-    entries: dict[str, Any] = {f"{prefix}hyper_parameters": checkpoint_safe(dict(hparams), type(owner).__name__,
-                                                                            told=told)}
+    kept = checkpoint_safe(dict(hparams), type(owner).__name__, told=told)
+    entries: dict[str, Any] = {f"{prefix}hyper_parameters": kept}
+    unsaved = sorted(map(str, set(hparams) - set(kept)))
+    if unsaved:  # their hparams.yaml entries are text standing for objects: load_from_checkpoint refuses those
+        entries[f"{prefix}hparams_unsaved"] = unsaved
     meta = vars(owner).get("_hparams_source", (None, "dict"))
     if meta[0] is not None:
         entries[f"{prefix}hparams_name"] = meta[0]
@@ -90,7 +115,8 @@ def checkpoint_hparams(owner: object, prefix: str = "") -> dict[str, Any]:
 
 
 def loggable_hparams(owner: object | None) -> dict[str, Any]:
-    """The hyperparameters to send to the loggers (none after ``save_hyperparameters(logger=False)``).
+    """The hyperparameters to send to the loggers: as ``save_hyperparameters`` recorded them (none after
+    ``save_hyperparameters(logger=False)``).
 
     Raises:
         CheckpointError: They expand to more values, or nest deeper, than a hyperparameters file may hold: the
@@ -98,9 +124,22 @@ def loggable_hparams(owner: object | None) -> dict[str, Any]:
     """
     if owner is None or not vars(owner).get("_log_hyperparams", True):
         return {}
-    params = dict(getattr(owner, "hparams", {}))
+    # As Lightning: what save_hyperparameters recorded (hparams_initial), not later edits of self.hparams.
+    params = dict(vars(owner).get("_hparams_initial", {}))
     check_bounded(params, where=f"{type(owner).__name__}.hparams (sent to the loggers when a stage starts)")
     return params
+
+
+def _warn_modules(owner: object, values: Mapping[str, Any]) -> None:
+    """As Lightning, at the call: an ``nn.Module`` argument is saved with the weights and is no hyperparameter."""
+    from torch import nn
+
+    for name, value in values.items():
+        if isinstance(value, nn.Module):
+            warnings.warn(f"{type(owner).__name__}.save_hyperparameters(): argument {name!r} is an nn.Module "
+                          f"({type(value).__name__}); its weights are saved with the module's, and checkpoints do not "
+                          f"store it as a hyperparameter (load_from_checkpoint then needs {name}=...). Write "
+                          f"self.save_hyperparameters(ignore=[{name!r}]).", UserWarning, stacklevel=4)
 
 
 class HyperparametersMixin:
@@ -147,9 +186,13 @@ class HyperparametersMixin:
                 raise ConfigError("save_hyperparameters", bad[0], "mixes argument names with other values.",
                                   fix="pass argument names as strings, or one dict.")
             values = collect_init_args(frame, self, args, ignored)
+            source = ("kwargs" if values else None, "dict")  # Lightning's hparams_name for arguments one by one
+            _warn_modules(self, values)
         vars(self)["_hparams_source"] = source
         vars(self)["_log_hyperparams"] = logger
         self.hparams.update(values)
+        for key in ignored:  # as Lightning: a subclass drops what its parent's call recorded (its own arguments too)
+            self.hparams.pop(key, None)
         vars(self)["_hparams_initial"] = AttributeDict(dict(self.hparams))
 
     @property

@@ -49,6 +49,14 @@ def read_for_loading(path: str | Path, map_location: Any) -> dict[str, Any]:
     return read_checkpoint_file(file, map_location=map_location)
 
 
+def warn_weights_only(weights_only: bool | None, call: str) -> None:
+    """Lightning's ``load_from_checkpoint(..., weights_only=False)``: accepted, and said not to loosen anything."""
+    if weights_only is False:
+        warnings.warn(f"{call}(weights_only=False): xtrain reads every checkpoint with weights_only=True (a file "
+                      f"cannot run code when loaded); the argument changes nothing. A checkpoint that holds other "
+                      f"objects is refused with what to do.", UserWarning, stacklevel=3)
+
+
 def _init_kwargs(cls: type, checkpoint: dict[str, Any], prefix: str, overrides: dict[str, Any],
                  from_file: dict[str, Any] | None, path: str | Path) -> dict[str, Any]:
     """The keyword arguments ``cls`` is built with: the saved hyperparameters (or a hparams_file's), updated with the
@@ -58,6 +66,7 @@ def _init_kwargs(cls: type, checkpoint: dict[str, Any], prefix: str, overrides: 
     naming ``path`` (``ckpt_path="auto"``, the CLI and the caller all rely on that).
     """
     if from_file is not None:  # as Lightning: a hparams_file's values replace the saved ones
+        _refuse_stand_ins(cls, checkpoint.get(f"{prefix}hparams_unsaved"), from_file, overrides, path)
         checkpoint[f"{prefix}hyper_parameters"] = from_file
     saved = checkpoint.get(f"{prefix}hyper_parameters")
     if saved is None or (isinstance(saved, (list, tuple, str, bytes)) and not saved):
@@ -78,12 +87,29 @@ def _init_kwargs(cls: type, checkpoint: dict[str, Any], prefix: str, overrides: 
     if name is not None and not isinstance(name, str):
         raise CheckpointError(f"checkpoint {str(path)!r}: its entry {prefix}hparams_name is a {type(name).__name__}, "
                               f"not the name of an __init__ argument; {_DAMAGED}")
-    if name and name in params:
+    # Lightning names "kwargs" when it recorded the arguments one by one: never the **kwargs catch-all itself.
+    if name and name in params and params[name].kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                         inspect.Parameter.KEYWORD_ONLY):
         whole: Any = Namespace(**kwargs) if checkpoint.get(f"{prefix}hparams_type") == "Namespace" else kwargs
         return {name: whole}
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         kwargs = {k: v for k, v in kwargs.items() if k in params and k != "self"}
     return kwargs
+
+
+def _refuse_stand_ins(cls: type, unsaved: Any, from_file: dict[str, Any], overrides: dict[str, Any],
+                      path: str | Path) -> None:
+    """A hparams_file entry that is the text the loggers wrote for an object the checkpoint could not store (a
+    dataclass, a module): building ``cls`` with it would pass a ``str`` where the object was."""
+    if not isinstance(unsaved, list):
+        return
+    stale = sorted(k for k in unsaved if isinstance(k, str) and k not in overrides and isinstance(from_file.get(k), str))
+    if stale:
+        shown = ", ".join(f"{k}: {from_file[k][:80]!r}" for k in stale[:5])
+        raise CheckpointError(
+            f"hparams_file: {stale} are text the loggers wrote for objects that checkpoint {str(path)!r} could not "
+            f"store ({shown}); {cls.__name__} would get that text instead of the object. Pass them: "
+            f"{cls.__name__}.load_from_checkpoint(path, hparams_file=..., {', '.join(f'{k}=...' for k in stale[:5])}).")
 
 
 def _refuse_class_paths(cls: type, params: Mapping[str, inspect.Parameter], kwargs: dict[str, Any],

@@ -35,7 +35,8 @@ def logged_state_problems(state: Any) -> list[str]:
     for name, acc in epoch.items():
         if not isinstance(name, str) or not isinstance(acc, dict) or set(acc) != _EPOCH_KEYS:
             problems.append(f"epoch[{name!r}] is not an aggregate of the keys {sorted(_EPOCH_KEYS)}")
-        elif not (_pair(acc["total"], floating=True) and acc["reduce_fx"] in REDUCTIONS
+        elif not (_pair(acc["total"], floating=True) and isinstance(acc["reduce_fx"], str)
+                  and acc["reduce_fx"] in REDUCTIONS
                   and type(acc["weight"]) is float and math.isfinite(acc["weight"]) and acc["weight"] >= 0
                   and all(type(acc[k]) is bool for k in ("sync_dist", "prog_bar", "logger"))
                   and isinstance(acc["key"], str)):
@@ -44,7 +45,7 @@ def logged_state_problems(state: Any) -> list[str]:
 
 
 def _pair(value: Any, *, floating: bool = False) -> bool:
-    if not (isinstance(value, list) and len(value) == 2 and value[1] in _DTYPES):
+    if not (isinstance(value, list) and len(value) == 2 and isinstance(value[1], str) and value[1] in _DTYPES):
         return False
     number, kind = value[0], _DTYPES[value[1]]
     if floating and kind is not float:

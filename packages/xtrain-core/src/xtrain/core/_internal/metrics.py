@@ -280,6 +280,11 @@ class MetricStore:
         training = self.stage == "train"
         step = training if on_step is None else on_step
         epoch = (not training) if on_epoch is None else on_epoch
+        if not (step or epoch or self._in_epoch_end):
+            raise ConfigError("on_step" if on_step is False else "on_epoch", False,
+                              f"self.log({name!r}, ...) records neither this step's value nor the epoch's, so it "
+                              f"would be dropped (Lightning refuses it too).",
+                              fix="write on_epoch=True for the epoch's value, or on_step=True for each step's.")
         if isinstance(value, torch.Tensor):
             value = _scalar(name, value)
         else:

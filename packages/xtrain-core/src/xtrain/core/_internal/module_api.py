@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from xtrain.core._internal.apply import apply_to_tensors, move_to_device, numbers_to_tensors
+from xtrain.core._internal.class_only import class_only
 
 if TYPE_CHECKING:
     from xtrain.core.loggers.logger import Logger
@@ -33,10 +34,10 @@ class ModuleApiMixin(nn.Module):
         return found
 
     # -- loading ---------------------------------------------------------------------------------------------------
-    @classmethod
+    @class_only
     def load_from_checkpoint(cls, checkpoint_path: str | Path, map_location: Any = None,
                              hparams_file: str | Path | None = None, strict: bool | None = None,
-                             **kwargs: Any) -> Self:
+                             weights_only: bool | None = None, **kwargs: Any) -> Self:
         """Build the module from the hyperparameters saved in ``checkpoint_path`` and load its weights.
 
         The file is read with ``weights_only=True``, so it can never run code.
@@ -51,9 +52,18 @@ class ModuleApiMixin(nn.Module):
             strict: Require the checkpoint's keys to match the module's exactly (default: the module's
                 ``strict_loading``, ``True`` unless it sets it, as in Lightning; ``False`` warns about the keys that
                 differ).
+            weights_only: Lightning's switch for ``torch.load``, accepted so that its calls run: xtrain reads every
+                checkpoint with ``weights_only=True`` (``False`` warns that it is not honoured); it is never taken
+                as a hyperparameter.
             kwargs: Constructor arguments that replace (or add to) the saved hyperparameters (and the file's).
+
+        Raises:
+            TypeError: Called on an instance (``model.load_from_checkpoint(path)`` would leave ``model`` unchanged), as
+                in Lightning.
         """
-        from xtrain.core._internal.load_from_checkpoint import load_module
+        from xtrain.core._internal.load_from_checkpoint import load_module, warn_weights_only
+
+        warn_weights_only(weights_only, f"{cls.__name__}.load_from_checkpoint")
 
         return load_module(cls, checkpoint_path, map_location=map_location, strict=strict, overrides=kwargs,
                            hparams_file=hparams_file)

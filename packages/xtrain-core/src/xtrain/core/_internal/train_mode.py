@@ -26,6 +26,6 @@ def warn_eval_modules(module: nn.Module) -> None:
     shown = ", ".join(idle[:_SHOWN]) + (f" and {len(idle) - _SHOWN} more" if len(idle) > _SHOWN else "")
     rank_zero_warn(f"fit starts with {len(idle)} of {len(named)} modules in eval mode ({shown}): training_step runs "
                    "them as they are (dropout off, BatchNorm statistics not updated), as Lightning does. If that is "
-                   "not intended (the model was left in eval mode by predict or test, or built in eval mode by a "
+                   "not intended (the model was put in eval mode by your own code, or built in eval mode by a "
                    "library), call model.train() before fit; parts kept in eval mode on purpose need nothing.",
                    UserWarning, stacklevel=7)  # the line that called fit (in the process that did)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import warnings
 from pathlib import Path
 from typing import IO, Any
 
@@ -119,6 +120,7 @@ class CSVLogger(Logger):
         self._file: IO[str] | None = None
         self._writer: csv.DictWriter[str] | None = None
         self._experiment: CSVExperimentWriter | None = None
+        self._started = False  # a metrics.csv found at the first write is an earlier run's, unless this one resumed
 
     @property
     def metrics_file(self) -> Path:
@@ -172,6 +174,9 @@ class CSVLogger(Logger):
         rows, self._buffer, self._next_flush = self._buffer, [], None
         if not rows:
             return
+        if not self._started:
+            self._started = True
+            self._replace_earlier_run()
         if self._columns is None:
             self._columns = self._read()[0] or ["step"]
         new = list(dict.fromkeys(k for row in rows for k in row if k not in self._columns))
@@ -184,6 +189,15 @@ class CSVLogger(Logger):
             self._writer = csv.DictWriter(self._file, fieldnames=self._columns)
         self._writer.writerows(rows)
         self._file.flush()
+
+    def _replace_earlier_run(self) -> None:
+        """A new run in a version directory that already holds a ``metrics.csv`` (``version=0`` given twice) starts
+        the file afresh, as Lightning's: appending would mix two runs' rows under the same steps."""
+        if self.metrics_file.is_file() and self.metrics_file.stat().st_size:
+            warnings.warn(f"CSVLogger: {str(self.log_dir)!r} already holds an earlier run's metrics.csv; this run "
+                          f"replaces it (as Lightning's CSVLogger). Give each run its own version (leave version "
+                          f"out to take the next free one) to keep both.", UserWarning, stacklevel=4)
+            self._rewrite(["step"], [])
 
     @override
     def save(self) -> None:
@@ -234,6 +248,7 @@ class CSVLogger(Logger):
         the rank that writes the file, rewrites it (two ranks renaming one temporary file over it raced).
         """
         self._flush()
+        self._started = True  # the rows before the checkpoint are this run's
         super().resume(state, step=step)
         if rank_zero_only.rank != 0:
             return

@@ -42,47 +42,51 @@ def _no_grad(trainer: Trainer) -> AbstractContextManager[Any]:
 def run_evaluation(trainer: Trainer, stage: EvalStage, loaders: list[Any], limits: list[float]) -> dict[str, float]:
     """Run ``validation_step``/``test_step`` over ``loaders``; returns the epoch metrics sent to the loggers."""
     prefix = _PREFIX[stage]
-    step_name = "test_step" if stage == "test" else "validation_step"
     module = trainer.module
+    trainer._metrics.begin(stage)  # trainer.validating/testing hold in on_<stage>_model_eval already
+    with _no_grad(trainer):  # the stage's every hook too, as Lightning's (a forward in on_validation_epoch_end)
+        modes = enter_eval(module, prefix)
+        results = _evaluate(trainer, stage, prefix, loaders, limits)
+        leave_eval(module, prefix, modes)
+    trainer._metrics.switch("train")
+    return results
+
+
+def _evaluate(trainer: Trainer, stage: EvalStage, prefix: str, loaders: list[Any],
+              limits: list[float]) -> dict[str, float]:
+    step_name = "test_step" if stage == "test" else "validation_step"
     strategy = trainer.strategy
     hooks = trainer._hooks
-    was_training = module.training
-    enter_eval(module, prefix)
     prepare = batch_preparer(trainer)
-    trainer._metrics.begin(stage)
     PROGRESS.begin(stage)
-    make_args = step_args(getattr(module, step_name), several_loaders=len(loaders) > 1)
+    make_args = step_args(getattr(trainer.module, step_name), several_loaders=len(loaders) > 1)
     hooks.call(f"on_{prefix}_start")
     hooks.call(f"on_{prefix}_epoch_start")
     on_start = hooks.get(f"on_{prefix}_batch_start")
     on_end = hooks.get(f"on_{prefix}_batch_end")
-    with _no_grad(trainer):
-        for dl_idx, (loader, limit) in enumerate(zip(loaders, limits, strict=True)):
-            trainer._metrics.dataloader_suffix = f"/dataloader_idx_{dl_idx}" if len(loaders) > 1 else ""
-            for batch_idx, batch in enumerate(loader):
-                if batch_idx >= limit:
-                    break
-                batch = prepare(batch, dl_idx)
-                trainer._metrics.batch = batch
-                for fn in on_start:
-                    fn(batch, batch_idx, dl_idx)
-                output = strategy.run_step(step_name, *make_args(batch, batch_idx, dl_idx))  # type: ignore[arg-type]
-                PROGRESS.step(stage)
-                for fn in on_end:
-                    fn(output, batch, batch_idx, dl_idx)
-                step_values, log_step = trainer._metrics.eval_batch_done(dl_idx)
-                if step_values and trainer.is_global_zero:
-                    for logger in trainer.loggers:
-                        logger.log_metrics(step_values, log_step)
+    for dl_idx, (loader, limit) in enumerate(zip(loaders, limits, strict=True)):
+        trainer._metrics.dataloader_suffix = f"/dataloader_idx_{dl_idx}" if len(loaders) > 1 else ""
+        for batch_idx, batch in enumerate(loader):
+            if batch_idx >= limit:
+                break
+            batch = prepare(batch, dl_idx)
+            trainer._metrics.batch = batch
+            for fn in on_start:
+                fn(batch, batch_idx, dl_idx)
+            output = strategy.run_step(step_name, *make_args(batch, batch_idx, dl_idx))  # type: ignore[arg-type]
+            PROGRESS.step(stage)
+            for fn in on_end:
+                fn(output, batch, batch_idx, dl_idx)
+            step_values, log_step = trainer._metrics.eval_batch_done(dl_idx)
+            if step_values and trainer.is_global_zero:
+                for logger in trainer.loggers:
+                    logger.log_metrics(step_values, log_step)
     trainer._metrics.dataloader_suffix = ""
     values = trainer._metrics.end_epoch()
     with trainer._metrics.epoch_end_logging():
         hooks.call(f"on_{prefix}_epoch_end")
     results = trainer._epoch_end_logs(values, log=stage != "sanity_check")
     hooks.call(f"on_{prefix}_end")
-    if was_training:
-        leave_eval(module, prefix)
-    trainer._metrics.switch("train")
     return results
 
 
@@ -109,14 +113,14 @@ def run_predict(trainer: Trainer, loaders: list[Any], limits: list[float], *, ke
     module = trainer.module
     strategy = trainer.strategy
     hooks = trainer._hooks
-    enter_eval(module, "predict")
-    prepare = batch_preparer(trainer)
-    PROGRESS.begin("predict")
-    make_args = step_args(module.predict_step, several_loaders=len(loaders) > 1)
-    hooks.call("on_predict_start")
-    hooks.call("on_predict_epoch_start")
     outputs: list[list[Any]] = []
     with _no_grad(trainer):
+        modes = enter_eval(module, "predict")
+        prepare = batch_preparer(trainer)
+        PROGRESS.begin("predict")
+        make_args = step_args(module.predict_step, several_loaders=len(loaders) > 1)
+        hooks.call("on_predict_start")
+        hooks.call("on_predict_epoch_start")
         for dl_idx, (loader, limit) in enumerate(zip(loaders, limits, strict=True)):
             found: list[Any] = []
             for batch_idx, batch in enumerate(loader):
@@ -130,6 +134,7 @@ def run_predict(trainer: Trainer, loaders: list[Any], limits: list[float], *, ke
                 if keep:
                     found.append(prediction)
             outputs.append(found)
-    hooks.call("on_predict_epoch_end")
-    hooks.call("on_predict_end")
+        hooks.call("on_predict_epoch_end")
+        hooks.call("on_predict_end")
+        leave_eval(module, "predict", modes)
     return outputs

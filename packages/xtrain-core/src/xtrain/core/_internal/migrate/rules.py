@@ -432,7 +432,8 @@ RULES: tuple[Rule, ...] = (
                                "exactly, mid-epoch included; loaded with weights_only=True, so hyperparameters "
                                "that are not plain values are left out with a warning when xtrain saves. A "
                                "Lightning checkpoint whose save_hyperparameters recorded objects (an Enum, an "
-                               "argparse.Namespace, an nn.Module, a functools.partial) is refused unread: if you "
+                               "argparse.Namespace among the arguments, an nn.Module, a functools.partial; "
+                               "save_hyperparameters(namespace) itself loads) is refused unread: if you "
                                "trust it and the classes are yours, torch.serialization.add_safe_globals([TheClass]) "
                                "then loads it with its hyperparameters; or read it yourself (torch.load(path, "
                                "weights_only=False)) and load its \"state_dict\" into the model",
