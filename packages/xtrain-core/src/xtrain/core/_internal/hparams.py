@@ -139,7 +139,7 @@ def _warn_modules(owner: object, values: Mapping[str, Any]) -> None:
             warnings.warn(f"{type(owner).__name__}.save_hyperparameters(): argument {name!r} is an nn.Module "
                           f"({type(value).__name__}); its weights are saved with the module's, and checkpoints do not "
                           f"store it as a hyperparameter (load_from_checkpoint then needs {name}=...). Write "
-                          f"self.save_hyperparameters(ignore=[{name!r}]).", UserWarning, stacklevel=4)
+                          f"self.save_hyperparameters(ignore=[{name!r}]).", UserWarning, stacklevel=3)
 
 
 class HyperparametersMixin:
