@@ -1151,7 +1151,7 @@ def test_validation_turned_off_counts_no_validation_batches() -> None:
 
 def test_an_evaluation_limited_to_nothing_runs_no_hook_and_returns_nothing() -> None:
     """As Lightning: validate/test with every loader limited to 0 batches return [] (they returned one empty dict per
-    loader) and call none of the stage's hooks."""
+    loader), predict returns None, and none of the stage's hooks runs."""
     called: list[str] = []
 
     class Watch(Callback):
@@ -1161,10 +1161,14 @@ def test_an_evaluation_limited_to_nothing_runs_no_hook_and_returns_nothing() -> 
         def on_validation_epoch_end(self, trainer: Trainer, module: TrainModule) -> None:
             called.append("on_validation_epoch_end")
 
+        def on_predict_start(self, trainer: Trainer, module: TrainModule) -> None:
+            called.append("on_predict_start")
+
     _, val = tiny_loaders()
-    trainer = quiet(limit_test_batches=0, limit_val_batches=0, callbacks=[Watch()])
+    trainer = quiet(limit_test_batches=0, limit_val_batches=0, limit_predict_batches=0, callbacks=[Watch()])
     assert trainer.test(TinyClassifier(), [val, val]) == []
     assert trainer.validate(TinyClassifier(), val) == []
+    assert trainer.predict(TinyClassifier(), val) is None
     assert called == []
     assert len(quiet(limit_test_batches=1).test(TinyClassifier(), [val, val])) == 2  # a limit of 1 still runs
 

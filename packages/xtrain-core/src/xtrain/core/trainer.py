@@ -416,8 +416,8 @@ class Trainer(RunLifecycle, StageLoaders, LoopServices, LightningAttributes):
         """
         self._attach(model if model is not None else self.module, datamodule, predict=dataloaders)
         self._return_predictions = return_predictions is not False
-        outputs: list[list[Any]] = self._launch("predict", default_ckpt_path(self, model, ckpt_path))
-        if not self._return_predictions:
+        outputs: list[list[Any]] | None = self._launch("predict", default_ckpt_path(self, model, ckpt_path))
+        if not self._return_predictions or outputs is None:  # None: no batch to predict (limit_predict_batches=0)
             return None
         return outputs[0] if len(outputs) == 1 else outputs
 

@@ -225,16 +225,21 @@ class RunLifecycle(StageLoaders, LoopServices):
                     logger.log_hyperparams(params)
                 logger.log_graph(self.module)  # only a logger asked to (TensorBoardLogger(log_graph=True)) draws it
 
+    def _nothing_to_run(self, configured: int | float | None) -> bool:
+        """As Lightning: a validate/test/predict with no batch to run runs no hook (it returns ``[]``, predict
+        ``None``); on one rank of several only when the limit says so (a rank whose shard is empty still joins the
+        others' collectives)."""
+        return not any(self._val_limits) and (self.strategy.world_size == 1 or configured == 0)
+
     def _run_stage(self, stage: Stage) -> Any:
         trainer = cast("Trainer", self)
         self._metrics.new_results()  # as in Lightning: after test() they are the test's results
         if stage == "predict":
+            if self._nothing_to_run(self.limit_predict_batches):
+                return None
             return run_predict(trainer, self._eval_loaders, self._val_limits, keep=self._return_predictions)
         if stage in ("validate", "test"):
-            configured = self.limit_val_batches if stage == "validate" else self.limit_test_batches
-            # As Lightning: nothing to evaluate runs no hook and returns []; on one rank of several only when the
-            # limit says so (a rank whose shard is empty still joins the others' collectives).
-            if not any(self._val_limits) and (self.strategy.world_size == 1 or configured == 0):
+            if self._nothing_to_run(self.limit_val_batches if stage == "validate" else self.limit_test_batches):
                 return []
             return results_per_dataloader(run_evaluation(trainer, stage, self._eval_loaders, self._val_limits),
                                           len(self._eval_loaders), self._metrics.key_dataloaders)
