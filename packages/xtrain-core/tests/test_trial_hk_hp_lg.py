@@ -130,6 +130,18 @@ def test_a_lightning_checkpoint_of_a_class_with_kwargs_is_built_from_its_argumen
     assert dict(loaded.hparams) == {"lr": 0.5, "extra": 3}
 
 
+class TakesADictNamedKwargs(Parent):
+    def __init__(self, kwargs: dict[str, int] | None = None, lr: float = 0.1) -> None:
+        super().__init__(lr=lr)
+        self.options = kwargs
+
+
+def test_an_argument_named_kwargs_comes_back_as_itself(tmp_path: Path) -> None:
+    path = _saved(tmp_path, TakesADictNamedKwargs({"depth": 2}, lr=0.2), logger=False)
+    loaded = TakesADictNamedKwargs.load_from_checkpoint(path)
+    assert loaded.options == {"depth": 2} and loaded.hparams.lr == 0.2
+
+
 @dataclasses.dataclass
 class Config:
     width: int = 8

@@ -87,9 +87,10 @@ def _init_kwargs(cls: type, checkpoint: dict[str, Any], prefix: str, overrides: 
     if name is not None and not isinstance(name, str):
         raise CheckpointError(f"checkpoint {str(path)!r}: its entry {prefix}hparams_name is a {type(name).__name__}, "
                               f"not the name of an __init__ argument; {_DAMAGED}")
-    # Lightning names "kwargs" when it recorded the arguments one by one: never the **kwargs catch-all itself.
-    if name and name in params and params[name].kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                                         inspect.Parameter.KEYWORD_ONLY):
+    # Lightning (and xtrain) name "kwargs" when they recorded the arguments one by one: never the **kwargs catch-all
+    # itself, nor an argument the hyperparameters hold by name (def __init__(self, kwargs: dict) recorded as such).
+    if name and name in params and name not in saved and params[name].kind in (
+            inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY):
         whole: Any = Namespace(**kwargs) if checkpoint.get(f"{prefix}hparams_type") == "Namespace" else kwargs
         return {name: whole}
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
