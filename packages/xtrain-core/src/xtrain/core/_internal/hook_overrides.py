@@ -61,18 +61,15 @@ def batch_preparer(trainer: Trainer) -> Callable[[Any, int], Any]:
     return prepare
 
 
-def _switch_mode(module: TrainModule, hook: str, training: bool) -> None:
-    if module_overrides(module, hook):
-        getattr(module, hook)()
-    else:
-        module.train(training)
-
-
 def enter_eval(module: TrainModule, stage: str) -> dict[nn.Module, bool]:
     """Switch to eval mode for ``stage`` (``validation``, ``test``, ``predict``) via the module's hook if any; returns
     each submodule's mode before, for :func:`leave_eval`."""
     modes = {sub: sub.training for sub in module.modules()}
-    _switch_mode(module, f"on_{stage}_model_eval", False)
+    hook = f"on_{stage}_model_eval"
+    if module_overrides(module, hook):
+        getattr(module, hook)()
+    else:
+        module.eval()
     return modes
 
 

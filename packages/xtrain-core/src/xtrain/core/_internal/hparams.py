@@ -176,8 +176,6 @@ class HyperparametersMixin:
                                   "one argparse.Namespace.", fix="write self.save_hyperparameters() to record every "
                                   "__init__ argument, or pass a dict.")
             source = (_init_arg_named(frame, given), kind)
-            for key in ignored:
-                values.pop(key, None)
         else:
             bad = [a for a in args if not isinstance(a, str)]
             if bad:
@@ -191,7 +189,7 @@ class HyperparametersMixin:
         vars(self)["_hparams_source"] = source
         vars(self)["_log_hyperparams"] = logger
         self.hparams.update(values)
-        for key in ignored:  # as Lightning: a subclass drops what its parent's call recorded (its own arguments too)
+        for key in ignored:  # from this call's values and from what a parent's call recorded, as Lightning
             self.hparams.pop(key, None)
         vars(self)["_hparams_initial"] = AttributeDict(dict(self.hparams))
 
