@@ -84,6 +84,8 @@ def types(session: nox.Session) -> None:
     """mypy --strict on every package's src/, with every optional integration installed (their types are checked)."""
     session.install("-c", TORCH, "mypy>=1.10", "torch==2.13.0", *_editable(*INTEGRATIONS))
     session.run("mypy", *[f"packages/{name}/src/xtrain" for name in MEMBERS])
+    # Users' code against the public annotations: correct code checks clean, mistakes stay errors.
+    session.run("mypy", "--warn-unused-ignores", "packages/xtrain-core/tests/typing/user_code.py")
 
 
 # Test files that pip-install throwaway distributions from docs/examples/ (same source trees): run one at a time.

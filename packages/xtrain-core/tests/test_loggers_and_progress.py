@@ -383,3 +383,27 @@ def test_a_stage_that_writes_no_logs_leaves_no_version_directory_and_the_next_ta
     trainer.fit(TinyClassifier(), loader)
     assert Path(trainer.log_dir) == tmp_path / "xtrain_logs" / "version_0"
     assert (tmp_path / "xtrain_logs" / "version_0" / "checkpoints").is_dir()
+
+
+@pytest.mark.parametrize("rich", [False, True], ids=["plain", "rich_terminal"])
+def test_progress_bar_of_a_run_resumed_mid_epoch_times_from_its_start(tmp_path: Path, rich: bool) -> None:
+    """A run resumed mid-epoch gets no on_train_epoch_start (as in Lightning): the bar's clock started at 0 showed
+    the machine's uptime as "elapsed", and the rich bar in a terminal had no task to draw into."""
+    train, val = tiny_loaders()
+    first = Trainer(max_steps=5, default_root_dir=tmp_path, logger=False, enable_model_summary=False,
+                    enable_progress_bar=False)
+    first.fit(TinyClassifier(), train, val)
+    stream = io.StringIO()
+    if rich:
+        pytest.importorskip("rich")
+        bar: ProgressBar = RichProgressBar(stream=stream, force_terminal=True, refresh_interval=0.0)
+    else:
+        bar = ProgressBar(stream=stream, log_interval=0.0)
+    resumed = Trainer(max_epochs=1, default_root_dir=tmp_path, logger=False, enable_model_summary=False,
+                      callbacks=[bar])
+    resumed.fit(TinyClassifier(), train, val, ckpt_path="last")
+    out = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", stream.getvalue())
+    assert "16/16" in out and "step 16" in out
+    if not rich:
+        elapsed = re.findall(r"elapsed ([0-9:]+)", out)
+        assert elapsed and all(value.startswith("00:0") for value in elapsed), out

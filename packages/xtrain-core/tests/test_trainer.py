@@ -187,6 +187,36 @@ def test_reduce_on_plateau_strict_false_skips_a_missing_monitor(strict: bool) ->
     assert sum("val_missing" in str(w.message) for w in caught) == 3  # once an epoch, as Lightning's
 
 
+def test_a_step_plateau_scheduler_reads_the_validation_of_its_batch() -> None:
+    """As Lightning (figures checked against 2.6.6): a step-interval ReduceLROnPlateau steps after the batch's end
+    hooks and the validation due at that batch, so it reads that validation's val_loss. It stepped right after the
+    optimizer step: before the first validation (strict: "was never logged") or on the previous one's value."""
+    lrs: list[float] = []
+    seen_at_batch_end: list[float] = []
+
+    class StepPlateau(TinyClassifier):
+        def configure_optimizers(self) -> Any:
+            opt = torch.optim.SGD(self.parameters(), lr=0.3)
+            plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=0, factor=0.5, threshold=10.0)
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": plateau, "interval": "step", "frequency": 4,
+                                                       "monitor": "val_loss"}}
+
+        def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+            lrs.append(optimizer.param_groups[0]["lr"])
+
+        def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+            seen_at_batch_end.append(self.trainer.optimizers[0].param_groups[0]["lr"])
+
+    train, val = tiny_loaders()
+    trainer = quiet(max_epochs=1, limit_train_batches=12, limit_val_batches=1, val_check_interval=4)
+    trainer.fit(StepPlateau(), train, val)
+    # Validations and due scheduler steps after batches 4, 8 and 12; threshold=10: no reading counts as an
+    # improvement, so each halves the rate.
+    assert lrs == [0.3] * 4 + [0.15] * 4 + [0.075] * 4
+    assert seen_at_batch_end == lrs  # a batch's hooks see the rate before its plateau step
+    assert trainer.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.0375)
+
+
 def test_scheduler_strict_must_be_a_bool() -> None:
     class Odd(TinyClassifier):
         def configure_optimizers(self) -> Any:

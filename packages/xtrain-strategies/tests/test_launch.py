@@ -116,17 +116,25 @@ t = Trainer(strategy="ddp_notebook", devices=2, accelerator="cpu", max_steps=3, 
 m = TinyClassifier()
 t.fit(m, tiny_loaders()[0])
 print("NOTEBOOK STEPS", t.global_step, len(m.losses) == 0)
+
+auto = Trainer(devices=2, accelerator="cpu", max_steps=2, logger=False, enable_progress_bar=False,
+               enable_model_summary=False, enable_checkpointing=False)
+print("AUTO PICKED", auto.strategy.name)
+auto.fit(TinyClassifier(), tiny_loaders()[0])
+print("AUTO STEPS", auto.global_step)
 """
 
 
 def test_interactive_session_refuses_ddp_and_runs_ddp_notebook(tmp_path: Path) -> None:
-    """A real ``python -i`` fed on stdin: ``ddp`` is refused with the fix, ``ddp_notebook`` trains (fork)."""
+    """A real ``python -i`` fed on stdin: ``ddp`` is refused with the fix, ``ddp_notebook`` trains (fork), and
+    ``devices=2`` with the default strategy picks ``ddp_notebook`` there, as Lightning picks its fork strategy."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.run([sys.executable, "-i", "-q"], input=INTERACTIVE, text=True, capture_output=True,
                           timeout=120, cwd=tmp_path, env=env, check=False)
     out = proc.stdout + proc.stderr
     assert "CONFIG ERROR: strategy='ddp'" in out and "ddp_notebook" in out, out
     assert "NOTEBOOK STEPS 3 True" in out, out  # trained in forked ranks; the caller got the state back
+    assert "AUTO PICKED ddp_notebook" in out and "AUTO STEPS 2" in out, out
 
 
 def test_code_without_a_file_cannot_be_re_executed(tmp_path: Path) -> None:

@@ -56,6 +56,7 @@ class XLAAccelerator(Accelerator):
     auto_priority: ClassVar[int] = 40
     default_strategy: ClassVar[str] = "single_xla"
     default_parallel_strategy: ClassVar[str] = "xla"
+    interactive_parallel_strategy: ClassVar[str | None] = None
     device_index_limit: ClassVar[bool] = True
 
     @classmethod

@@ -39,6 +39,8 @@ class Accelerator(ABC):
             that should never be chosen automatically over the CPU.
         default_strategy: The strategy ``strategy="auto"`` picks for one device.
         default_parallel_strategy: The strategy ``strategy="auto"`` picks for several devices or nodes.
+        interactive_parallel_strategy: The one it picks for several devices of one node in a notebook or REPL,
+            where a strategy that re-runs the script cannot start (``None``: ``default_parallel_strategy`` there too).
         device_index_limit: Whether ``devices=N`` must not exceed :meth:`device_count` (False for CPU processes).
         supports_inference_mode: Whether evaluation may run under ``torch.inference_mode`` (XLA's lazy tensors
             cannot be inference tensors, so evaluation there uses ``torch.no_grad`` whatever the Trainer says).
@@ -53,6 +55,7 @@ class Accelerator(ABC):
     auto_priority: ClassVar[int] = 0
     default_strategy: ClassVar[str] = "single_device"
     default_parallel_strategy: ClassVar[str] = "ddp"
+    interactive_parallel_strategy: ClassVar[str | None] = "ddp_notebook"
     device_index_limit: ClassVar[bool] = True
     supports_inference_mode: ClassVar[bool] = True
 

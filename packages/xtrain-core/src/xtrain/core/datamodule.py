@@ -54,7 +54,7 @@ class DataModule(HyperparametersMixin):
         """State to store in checkpoints."""
         return {}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], /) -> None:
         """Restore :meth:`state_dict`."""
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import torch
 from torch import nn
@@ -43,6 +43,11 @@ from xtrain.core._internal.state_dict import module_names
 from xtrain.core.errors import CheckpointError, ConfigError
 from xtrain.core.seed import seed_everything
 from xtrain.core.strategy import ReduceOp, Strategy
+
+if TYPE_CHECKING:
+    from xtrain.core.accelerator import Accelerator
+    from xtrain.core.precision import Precision
+    from xtrain.core.trainer import PluginArg
 
 __all__ = ["Engine"]
 
@@ -80,8 +85,9 @@ class Engine:
             optimizer.step()
     """
 
-    def __init__(self, *, accelerator: Any = "auto", strategy: Any = "auto", devices: Any = "auto",
-                 num_nodes: int = 1, precision: Any = None, plugins: Any = None,
+    def __init__(self, *, accelerator: str | Accelerator = "auto", strategy: str | Strategy = "auto",
+                 devices: int | str | list[int] = "auto", num_nodes: int = 1,
+                 precision: str | int | Precision | None = None, plugins: PluginArg | list[PluginArg] | None = None,
                  hang_timeout: float | timedelta | None = DEFAULT_HANG_TIMEOUT,
                  on_nonfinite_loss: NonFiniteMode = "warn") -> None:
         mode = check_nonfinite_mode(on_nonfinite_loss)
@@ -134,6 +140,10 @@ class Engine:
         return self._strategy.is_global_zero
 
     # -- processes ------------------------------------------------------------------------------------------------
+    @overload
+    def launch(self, fn: None = None) -> None: ...
+    @overload
+    def launch(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T: ...
     def launch(self, fn: Callable[..., _T] | None = None, *args: Any, **kwargs: Any) -> _T | None:
         """Start the other processes and set up this one.
 

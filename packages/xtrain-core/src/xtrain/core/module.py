@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, Literal, Protocol
 
 import torch
 from torch import nn
@@ -14,11 +14,21 @@ from xtrain.core._internal.module_api import ModuleApiMixin
 from xtrain.core.errors import ConfigError
 
 if TYPE_CHECKING:
+    from xtrain.core.callbacks import Callback
     from xtrain.core.trainer import Trainer
 
 __all__ = ["TrainModule"]
 
-ReduceFx = Literal["mean", "sum", "max", "min"] | Callable[..., Any]  # the torch function too, as in Lightning
+class MetricLike(Protocol):
+    """What ``self.log`` takes besides numbers: a torchmetrics ``Metric`` or ``MetricCollection`` (matched by shape,
+    so that torchmetrics stays an optional install and a string or a list is still a type error)."""
+
+    def compute(self) -> Any: ...
+    def reset(self) -> None: ...
+
+
+# The names listed are xtrain's; any string is typed in because Lightning's spellings ("avg", "MAX") work too.
+ReduceFx = Literal["mean", "sum", "max", "min"] | str | Callable[..., Any]  # the torch function too, as in Lightning
 
 
 class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
@@ -89,8 +99,8 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
         """Lightning's deprecated name of :meth:`configure_model`: an override is still called (before it, with a
         deprecation warning), and ``super().configure_sharded_model()`` works, as in Lightning."""
 
-    def configure_callbacks(self) -> list[Any]:
-        """Callbacks this module needs, added to the Trainer's."""
+    def configure_callbacks(self) -> Sequence[Callback] | Callback:
+        """Callbacks this module needs, added to the Trainer's (one, or a list or tuple of them)."""
         return []
 
     # -- hooks (no-ops; the Trainer calls only the ones a subclass overrides) --------------------------------------
@@ -106,7 +116,8 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
     def on_train_end(self) -> None: ...
     def on_train_epoch_start(self) -> None: ...
     def on_train_epoch_end(self) -> None: ...
-    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None: ...
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> int | None:
+        """Return -1 to end the epoch here (the rest of its batches are skipped), as in Lightning."""
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None: ...
     def on_validation_start(self) -> None: ...
     def on_validation_end(self) -> None: ...
@@ -190,7 +201,7 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
     def global_step(self) -> int:
         return self._trainer.global_step if self._trainer is not None else 0
 
-    def log(self, name: str, value: torch.Tensor | float | int | Any, *, prog_bar: bool = False, logger: bool = True,
+    def log(self, name: str, value: torch.Tensor | float | int | MetricLike, *, prog_bar: bool = False, logger: bool = True,
             on_step: bool | None = None, on_epoch: bool | None = None, reduce_fx: ReduceFx = "mean",
             sync_dist: bool = False, batch_size: int | None = None, add_dataloader_idx: bool = True,
             rank_zero_only: bool = False) -> None:
@@ -221,15 +232,16 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
         trainer._metrics.log(name, value, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist, batch_size,
                              add_dataloader_idx)
 
-    def log_dict(self, values: Mapping[str, torch.Tensor | float | int] | Any, *, prog_bar: bool = False,
-                 logger: bool = True, on_step: bool | None = None, on_epoch: bool | None = None,
+    def log_dict(self, values: Mapping[str, torch.Tensor | float | int | MetricLike] | MetricLike, *,
+                 prog_bar: bool = False, logger: bool = True, on_step: bool | None = None, on_epoch: bool | None = None,
                  reduce_fx: ReduceFx = "mean", sync_dist: bool = False, batch_size: int | None = None,
                  add_dataloader_idx: bool = True, rank_zero_only: bool = False) -> None:
         """:meth:`log` for each item, with the same options (a torchmetrics ``MetricCollection`` too)."""
+        items: Mapping[str, Any] = values  # type: ignore[assignment]  # a MetricCollection is a mapping of Metrics
         if rank_zero_only and sync_dist:
-            _refuse_rank_zero_sync(", ".join(map(str, values)))
+            _refuse_rank_zero_sync(", ".join(map(str, items)))
         if type(self).log is not TrainModule.log:  # an override of log sees every item, as in Lightning
-            for name, value in values.items():
+            for name, value in items.items():
                 self.log(name, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch,
                          reduce_fx=reduce_fx, sync_dist=sync_dist, batch_size=batch_size,
                          add_dataloader_idx=add_dataloader_idx, rank_zero_only=rank_zero_only)
@@ -238,7 +250,7 @@ class TrainModule(HyperparametersMixin, ModuleApiMixin, nn.Module):
         if trainer is None:
             return
         log = trainer._metrics.log
-        for name, value in values.items():
+        for name, value in items.items():
             log(name, value, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist, batch_size, add_dataloader_idx)
 
     def optimizers(self, *, use_pl_optimizer: bool = True) -> Any:

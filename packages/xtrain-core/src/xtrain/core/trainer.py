@@ -7,7 +7,7 @@ callbacks talk only to that Strategy.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import timedelta
 from pathlib import Path
@@ -169,7 +169,8 @@ class Trainer(RunLifecycle, StageLoaders, LoopServices, LightningAttributes):
         num_sanity_val_steps: int | None = 2, accumulate_grad_batches: int = 1, gradient_clip_val: float | None = None,
         gradient_clip_algorithm: Literal["norm", "value"] | None = "norm",
         deterministic: bool | Literal["warn"] | None = None,
-        callbacks: Callback | list[Callback] | None = None, logger: bool | Logger | list[Logger] | None = True,
+        callbacks: Callback | Sequence[Callback] | None = None,
+        logger: bool | Logger | Sequence[Logger] | None = True,
         enable_checkpointing: bool | None = True, enable_progress_bar: bool | None = True,
         enable_model_summary: bool | None = True,
         log_every_n_steps: int | None = 50, default_root_dir: str | Path | None = None, fast_dev_run: bool | int = False,
@@ -280,6 +281,7 @@ class Trainer(RunLifecycle, StageLoaders, LoopServices, LightningAttributes):
         self._ckpt_problem: ConfigError | None = None
         self._val_last_batch = (-1, -1)  # (epoch, batches_in_epoch) of the latest validation during fit
         self._pending_rng: dict[str, Any] | None = None
+        self._resuming_fit = False
         self._pending_logged: dict[str, Any] | None = None  # a checkpoint's logged values, put back by the fit loop
         self._pending_sampler: dict[str, Any] | None = None
         self._setup_module: TrainModule | None = None
@@ -355,8 +357,9 @@ class Trainer(RunLifecycle, StageLoaders, LoopServices, LightningAttributes):
         return self._metrics.callback_metrics
 
     @property
-    def logged_metrics(self) -> dict[str, float]:
-        return self._metrics.logged()
+    def logged_metrics(self) -> dict[str, torch.Tensor]:
+        """What went to the loggers, as scalar tensors (Lightning's type: ``.item()`` works on each)."""
+        return {key: torch.tensor(value) for key, value in self._metrics.logged().items()}
 
     @property
     def progress_bar_metrics(self) -> dict[str, float]:
@@ -529,7 +532,7 @@ class Trainer(RunLifecycle, StageLoaders, LoopServices, LightningAttributes):
     def _after_optimizer_step(self, stepped: bool = True, log_count: int | None = None) -> None:
         """``log_count``: the count that paces logging and is the logged step (default ``global_step``)."""
         if stepped and self.lr_scheduler_configs:
-            self._step_schedulers("step")
+            self._step_schedulers("step", plateau=False)  # a plateau one after the batch's validation (fit loop)
         count = self.global_step if log_count is None else log_count
         if self.loggers and count % self.log_every_n_steps == 0:
             self._step_log_due = count

@@ -8,6 +8,7 @@ Values stay tensors (no ``.item()``, no cross-rank sync) until something reads t
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
@@ -18,6 +19,7 @@ from xtrain.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from xtrain.core._internal.metric_objects import MetricObjects
+    from xtrain.core.module import MetricLike
     from xtrain.core.strategy import Strategy
 
 __all__ = ["LOGGED_DTYPES", "REDUCTIONS", "MetricStore", "Stage"]
@@ -245,7 +247,7 @@ class MetricStore:
         self.logged_metrics.update(out)
         return out
 
-    def log(self, name: str, value: torch.Tensor | float | int, prog_bar: bool, logger: bool,
+    def log(self, name: str, value: torch.Tensor | float | int | MetricLike, prog_bar: bool, logger: bool,
             on_step: bool | None, on_epoch: bool | None, reduce_fx: Any, sync_dist: bool,
             batch_size: int | None, add_dataloader_idx: bool = True) -> None:
         """``self.log``'s work. Options may come positionally: ``TrainModule.log`` passes them so (matching nine
@@ -271,6 +273,8 @@ class MetricStore:
         if self.dataloader_suffix and not sfx:
             for key in (name, f"{name}_epoch", f"{name}_step"):
                 self.key_dataloaders.setdefault(key, set()).add(self.dataloader_suffix)
+        if isinstance(value, numbers.Real) and not isinstance(value, (torch.Tensor, float, int)):
+            value = float(value)  # a NumPy scalar (np.float32(...)), as Lightning takes any number
         if not isinstance(value, (torch.Tensor, float, int)):  # a torchmetrics Metric: see metric_objects.py
             self._log_object(name, value, suffix=sfx, prog_bar=prog_bar, logger=logger, on_step=on_step,
                              on_epoch=on_epoch)

@@ -66,6 +66,8 @@ _RULES: dict[str, tuple[str, str, tuple[_Rule, ...]]] = {
         _Rule("auto_priority", _int, "an int (cpu is 0; the built-in GPUs 20-40)"),
         _Rule("default_strategy", _text, "a non-empty strategy name such as 'single_device'"),
         _Rule("default_parallel_strategy", _text, "a non-empty strategy name such as 'ddp'"),
+        _Rule("interactive_parallel_strategy", lambda v: v is None or _text(v),
+              "None or a strategy name that starts from a notebook, such as 'ddp_notebook'"),
         _Rule("device_index_limit", _flag, "True or False"),
         _Rule("supports_inference_mode", _flag, "True or False"),
     )),

@@ -284,9 +284,12 @@ def resolve(*, accelerator: object = "auto", devices: object = "auto", num_nodes
     env = _environment(env_plugin, strat)
     indices = _device_indices(acc, accelerator, _launched(devices, env))
     device_list = [acc.get_device(i) for i in indices]
+    picked = strat is None
     if strat is None:
         world = len(indices) * num_nodes
         name = acc.default_strategy if world == 1 else acc.default_parallel_strategy
+        if world > 1 and num_nodes == 1 and acc.interactive_parallel_strategy and is_interactive():
+            name = acc.interactive_parallel_strategy  # as Lightning: a notebook's processes are forked
         if name not in STRATEGIES:
             err = STRATEGIES.unknown(name)
             raise ConfigError("devices", devices, f"with num_nodes={num_nodes} asks for {world} processes, which needs "
@@ -308,8 +311,10 @@ def resolve(*, accelerator: object = "auto", devices: object = "auto", num_nodes
     launcher = strat.launcher
     if launcher is not None:
         if is_interactive() and not launcher.interactive_compatible:
-            raise ConfigError("strategy", strat.name, "starts processes by re-running your script, which an "
-                              "interactive session (notebook, REPL) does not have.",
+            picked_by = "(what strategy='auto' picked) " if picked else ""
+            raise ConfigError("strategy", strat.name, f"{picked_by}starts its processes by running or importing your "
+                              "script anew, which an interactive session (notebook, REPL) does not have: the code "
+                              "you defined there would be missing.",
                               fix="use strategy='ddp_notebook' (fork) here, or run your code as a script.")
         launcher.check()
     return Resolved(strategy=strat, num_devices=len(indices), num_nodes=num_nodes)

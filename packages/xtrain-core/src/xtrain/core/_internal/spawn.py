@@ -27,7 +27,7 @@ def worker_result(trainer: Trainer, output: Any) -> dict[str, Any] | None:
         return None
     return {"output": output, "checkpoint": checkpoint, "logger_versions": [lg.version for lg in trainer.loggers],
             "callback_metrics": {k: v.detach().cpu() for k, v in trainer.callback_metrics.items()},
-            "logged_metrics": dict(trainer.logged_metrics), "progress_bar_metrics": trainer.progress_bar_metrics}
+            "logged_metrics": trainer._metrics.logged(), "progress_bar_metrics": trainer.progress_bar_metrics}
 
 
 def receive_worker_result(trainer: Trainer, result: dict[str, Any]) -> Any:

@@ -69,6 +69,7 @@ class RunLifecycle(StageLoaders, LoopServices):
     num_sanity_val_steps: int
     sanity_checking: bool
     _running: bool
+    _resuming_fit: bool
     _loaders_ready: Stage | None
     _user_callbacks: list[Callback]
     _hooks: HookDispatcher
@@ -143,6 +144,8 @@ class RunLifecycle(StageLoaders, LoopServices):
             restore_checkpoint(trainer, loaded, str(ckpt_path), fitting=fitting,
                                configure_optimizers=self._configure_optimizers if fitting and not configure_first
                                else None)
+        # As Lightning: a fit that resumes a run's state does not sanity-check again (that run did).
+        self._resuming_fit = fitting and loaded is not None and "loops" in loaded
         progress = self._progress
         check_same_position(self.strategy, requested, ckpt_path,
                             (progress.epoch, progress.global_step, progress.batches_in_epoch))
@@ -245,7 +248,7 @@ class RunLifecycle(StageLoaders, LoopServices):
                                           len(self._eval_loaders), self._metrics.key_dataloaders)
         warn_eval_modules(self.module)
         self._hooks.call("on_fit_start")
-        if self._has_validation() and self.num_sanity_val_steps != 0:
+        if self._has_validation() and self.num_sanity_val_steps != 0 and not self._resuming_fit:
             limits = self.num_sanity_val_batches
             # As Lightning's isolate_rng: the sanity check leaves the global generators as it found them, so its
             # draws (each val iterator's base seed, any randomness in validation_step) do not shift the training

@@ -60,21 +60,25 @@ class LoopServices:
             return
         self._write_logs(self._metrics.step_metrics_for_logger(), True, step=count)
 
-    def _step_schedulers(self, interval: Literal["epoch", "step"], *, plateau: bool | None = None) -> None:
+    def _step_schedulers(self, interval: Literal["epoch", "step"], *, plateau: bool | None = None,
+                         count: int | None = None) -> None:
         """Step the schedulers of ``interval`` that are due; ``plateau``: only ReduceLROnPlateau ones (True), only
         the others (False), all (None). Lightning steps epoch ones at the last batch and plateau ones after the
-        epoch-end hooks (they read what those logged)."""
+        epoch-end hooks (they read what those logged); step ones after the optimizer step and plateau ones after
+        the batch's end hooks and the validation due then. ``count``: the frequency count (default: that of the
+        batch in progress, or of the epoch)."""
         if self._schedulers_resumed:
             # Resumed from a checkpoint taken after an epoch's last step: its epoch-end scheduler step comes before
             # this process's first optimizer step, and torch would warn about an order the run did keep.
             self._schedulers_resumed = False
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before")
-                self._step_schedulers(interval, plateau=plateau)
+                self._step_schedulers(interval, plateau=plateau, count=count)
             return
         # As Lightning: a "step" scheduler's frequency counts the batches of the current epoch (the epoch's first
         # optimizer step after its 2nd batch steps a frequency-2 scheduler, whatever the steps before).
-        count = self._progress.batches_in_epoch + 1 if interval == "step" else self.current_epoch + 1
+        if count is None:
+            count = self._progress.batches_in_epoch + 1 if interval == "step" else self.current_epoch + 1
         for config in self.lr_scheduler_configs:
             if config.interval != interval or count % config.frequency or (
                     plateau is not None and plateau != config.needs_metric):

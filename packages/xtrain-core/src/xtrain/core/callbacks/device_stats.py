@@ -52,10 +52,10 @@ class DeviceStatsMonitor(Callback):
                 logger.log_metrics(self.last, step)
 
     @override
-    def on_train_batch_start(self, trainer: Trainer, module: TrainModule, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(self, trainer: Trainer, module: TrainModule, batch: Any, batch_idx: int, /) -> None:
         self._log(trainer, "on_train_batch_start")
 
     @override
     def on_train_batch_end(self, trainer: Trainer, module: TrainModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
+                           batch_idx: int, /) -> None:
         self._log(trainer, "on_train_batch_end")

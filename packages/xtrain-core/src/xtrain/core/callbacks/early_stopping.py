@@ -126,7 +126,7 @@ class EarlyStopping(Callback):
                 "stopping_reason_message": self.stopping_reason_message}
 
     @override
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], /) -> None:
         self.wait_count = state["wait_count"]
         self.best_score = state["best_score"]  # a float (a tensor in Lightning's checkpoints)
         self.stopped_epoch = state["stopped_epoch"]
@@ -138,7 +138,7 @@ class EarlyStopping(Callback):
         self._stop_on_resume = self.stopping_reason_message is not None  # set only when this callback stopped a fit
 
     @override
-    def on_fit_start(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_fit_start(self, trainer: Trainer, module: TrainModule, /) -> None:
         if not self._stop_on_resume:
             return
         self._stop_on_resume = False
@@ -155,13 +155,13 @@ class EarlyStopping(Callback):
         return trainer.val_check_interval == 1.0 and trainer.check_val_every_n_epoch == 1
 
     @override
-    def on_validation_end(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_validation_end(self, trainer: Trainer, module: TrainModule, /) -> None:
         # trainer.validate() and the sanity check never stop a run (nor count towards patience), as in Lightning.
         if trainer.state == "fit" and not trainer.sanity_checking and not self._on_train_epoch(trainer):
             self._check(trainer)
 
     @override
-    def on_train_epoch_end(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_train_epoch_end(self, trainer: Trainer, module: TrainModule, /) -> None:
         if self._on_train_epoch(trainer):
             self._check(trainer)
 

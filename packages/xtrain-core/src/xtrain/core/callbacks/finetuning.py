@@ -102,16 +102,16 @@ class BaseFinetuning(Callback):
 
     # -- hooks ------------------------------------------------------------------------------------------------------
     @override
-    def setup(self, trainer: Trainer, module: TrainModule, stage: str) -> None:
+    def setup(self, trainer: Trainer, module: TrainModule, stage: str, /) -> None:
         if stage == "fit":
             self.freeze_before_training(module)
 
     @override
-    def on_train_epoch_start(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_train_epoch_start(self, trainer: Trainer, module: TrainModule, /) -> None:
         self.finetune_function(module, trainer.current_epoch, trainer.optimizers[0])
 
     @override
-    def on_load_checkpoint(self, trainer: Trainer, module: TrainModule, checkpoint: dict[str, Any]) -> None:
+    def on_load_checkpoint(self, trainer: Trainer, module: TrainModule, checkpoint: dict[str, Any], /) -> None:
         if trainer.state != "fit" or not trainer.optimizers:
             return
         loops = checkpoint.get("loops", {})
@@ -158,7 +158,7 @@ class BackboneFinetuning(BaseFinetuning):
         return {"previous_backbone_lr": self.previous_backbone_lr}
 
     @override
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], /) -> None:
         self.previous_backbone_lr = state.get("previous_backbone_lr")
 
     @staticmethod

@@ -49,7 +49,7 @@ class GradientAccumulationScheduler(Callback):
         return found
 
     @override
-    def setup(self, trainer: Trainer, module: TrainModule, stage: str) -> None:
+    def setup(self, trainer: Trainer, module: TrainModule, stage: str, /) -> None:
         if stage != "fit":
             return
         if not module.automatic_optimization:
@@ -69,17 +69,17 @@ class GradientAccumulationScheduler(Callback):
         trainer.accumulate_grad_batches = self.factor(trainer.current_epoch)
 
     @override
-    def on_train_start(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_train_start(self, trainer: Trainer, module: TrainModule, /) -> None:
         self._apply(trainer)  # also covers a resume in the middle of an epoch (no epoch start then)
 
     @override
-    def on_train_epoch_start(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_train_epoch_start(self, trainer: Trainer, module: TrainModule, /) -> None:
         self._apply(trainer)
 
     @override
-    def on_fit_end(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_fit_end(self, trainer: Trainer, module: TrainModule, /) -> None:
         trainer.accumulate_grad_batches = 1
 
     @override
-    def on_exception(self, trainer: Trainer, module: TrainModule, exception: BaseException) -> None:
+    def on_exception(self, trainer: Trainer, module: TrainModule, exception: BaseException, /) -> None:
         trainer.accumulate_grad_batches = 1

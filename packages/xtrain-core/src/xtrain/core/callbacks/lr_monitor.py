@@ -121,7 +121,7 @@ class LearningRateMonitor(Callback):
                 logger.log_metrics(values, step)
 
     @override
-    def on_train_start(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_train_start(self, trainer: Trainer, module: TrainModule, /) -> None:
         named = self._optimizers(trainer)
         for name, optimizer, _ in named:
             for key in self._group_names(name, optimizer):
@@ -132,13 +132,13 @@ class LearningRateMonitor(Callback):
                           "logged as the momentum.", RuntimeWarning, stacklevel=2)
 
     @override
-    def on_train_batch_start(self, trainer: Trainer, module: TrainModule, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(self, trainer: Trainer, module: TrainModule, batch: Any, batch_idx: int, /) -> None:
         step = trainer._logged_step() + 1  # the step this batch's metrics are logged at (once, when accumulating)
         if self.logging_interval != "epoch" and step % trainer.log_every_n_steps == 0 and step != self._logged_step:
             self._logged_step = step
             self._log(trainer, step, "step" if self.logging_interval is None else "any")
 
     @override
-    def on_train_epoch_start(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_train_epoch_start(self, trainer: Trainer, module: TrainModule, /) -> None:
         if self.logging_interval != "step":
             self._log(trainer, trainer._logged_step(), "epoch" if self.logging_interval is None else "any")

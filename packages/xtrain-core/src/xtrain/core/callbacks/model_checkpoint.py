@@ -174,7 +174,7 @@ class ModelCheckpoint(Callback):
         return self.CHECKPOINT_NAME_LAST
 
     @override
-    def on_fit_start(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_fit_start(self, trainer: Trainer, module: TrainModule, /) -> None:
         if FIELD.search(self.CHECKPOINT_NAME_LAST) or not self.CHECKPOINT_NAME_LAST.strip() or \
                 "/" in self.CHECKPOINT_NAME_LAST:
             raise ConfigError("ModelCheckpoint.CHECKPOINT_NAME_LAST", self.CHECKPOINT_NAME_LAST,
@@ -214,7 +214,7 @@ class ModelCheckpoint(Callback):
                 "dirpath": str(self.dirpath) if self.dirpath else ""}
 
     @override
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], /) -> None:
         from xtrain.core._internal.ranking_state import read_ranking
 
         ranking = read_ranking(state)  # refuses a field of another kind before any is set
@@ -290,7 +290,7 @@ class ModelCheckpoint(Callback):
         return lasts or [p for d in dirs for p in d.glob(f"*{self.FILE_EXTENSION}")]
 
     @override
-    def on_save_point(self, trainer: Trainer, module: TrainModule, *, epoch_end: bool) -> None:
+    def on_save_point(self, trainer: Trainer, module: TrainModule, /, *, epoch_end: bool) -> None:
         if trainer.sanity_checking or trainer.fast_dev_run:
             return
         if epoch_end:
@@ -352,16 +352,16 @@ class ModelCheckpoint(Callback):
         return bool(trainer.strategy.broadcast(time.monotonic() - self._last_time < wait))
 
     @override
-    def on_train_start(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_train_start(self, trainer: Trainer, module: TrainModule, /) -> None:
         self._last_time = time.monotonic()  # as Lightning: train_time_interval counts from here, not from __init__
 
     @override
-    def on_validation_start(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_validation_start(self, trainer: Trainer, module: TrainModule, /) -> None:
         if not trainer.sanity_checking:
             self._pre_validation = (trainer.global_step, dict(trainer.callback_metrics))
 
     @override
-    def on_validation_end(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_validation_end(self, trainer: Trainer, module: TrainModule, /) -> None:
         if not trainer.sanity_checking:
             self._validated_step = trainer.global_step
 
@@ -372,7 +372,7 @@ class ModelCheckpoint(Callback):
         self._saved_step = trainer.global_step
 
     @override
-    def on_train_end(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_train_end(self, trainer: Trainer, module: TrainModule, /) -> None:
         if self._stopped_mid_epoch(trainer):
             # As Lightning, whose epoch end also runs when max_steps, max_time or should_stop cut an epoch short:
             # that epoch is saved (after the validation the stop ran, so the ranking includes it).

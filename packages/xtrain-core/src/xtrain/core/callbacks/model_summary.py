@@ -133,7 +133,7 @@ class ModelSummary(Callback):
         self.max_depth = max_depth
 
     @override
-    def on_fit_start(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_fit_start(self, trainer: Trainer, module: TrainModule, /) -> None:
         if self.max_depth == 0:
             return
         example = getattr(module, "example_input_array", None)

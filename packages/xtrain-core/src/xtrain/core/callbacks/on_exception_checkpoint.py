@@ -40,7 +40,7 @@ class OnExceptionCheckpoint(Callback):
         return self.dirpath / f"{self.filename}.ckpt"
 
     @override
-    def on_exception(self, trainer: Trainer, module: TrainModule, exception: BaseException) -> None:
+    def on_exception(self, trainer: Trainer, module: TrainModule, exception: BaseException, /) -> None:
         if trainer.state != "fit":
             return
         if trainer.world_size > 1:

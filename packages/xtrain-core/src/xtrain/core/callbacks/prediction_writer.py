@@ -64,7 +64,7 @@ class BasePredictionWriter(Callback):
         raise NotImplementedError(f"{type(self).__name__} must implement write_on_epoch_end.")
 
     @override
-    def on_predict_epoch_start(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_predict_epoch_start(self, trainer: Trainer, module: TrainModule, /) -> None:
         loaders = trainer._eval_loaders  # the loaders the predict loop runs, one per dataloader_idx
         self._indices = [_batch_indices(loader) for loader in loaders]
         self._predictions = [[] for _ in loaders]
@@ -76,7 +76,7 @@ class BasePredictionWriter(Callback):
 
     @override
     def on_predict_batch_end(self, trainer: Trainer, module: TrainModule, outputs: Any, batch: Any, batch_idx: int,
-                             dataloader_idx: int = 0) -> None:
+                             dataloader_idx: int = 0, /) -> None:
         indices = self._indices_of(batch_idx, dataloader_idx)
         if self.write_interval in ("batch", "batch_and_epoch"):
             self.write_on_batch_end(trainer, module, outputs, indices, batch, batch_idx, dataloader_idx)
@@ -85,7 +85,7 @@ class BasePredictionWriter(Callback):
             self._batch_indices[dataloader_idx].append(indices)
 
     @override
-    def on_predict_epoch_end(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_predict_epoch_end(self, trainer: Trainer, module: TrainModule, /) -> None:
         if self.write_interval in ("epoch", "batch_and_epoch"):
             predictions = self._predictions[0] if len(self._predictions) == 1 else self._predictions
             self.write_on_epoch_end(trainer, module, predictions, self._batch_indices)

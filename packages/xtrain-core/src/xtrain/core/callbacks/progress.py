@@ -85,14 +85,22 @@ class ProgressBar(Callback):
         stream.flush()
 
     @override
-    def on_train_epoch_start(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_train_start(self, trainer: Trainer, module: TrainModule, /) -> None:
+        # A run resumed mid-epoch starts without on_train_epoch_start (as in Lightning): time from here.
+        self._start_epoch_clock(trainer)
+
+    @override
+    def on_train_epoch_start(self, trainer: Trainer, module: TrainModule, /) -> None:
+        self._start_epoch_clock(trainer)
+
+    def _start_epoch_clock(self, trainer: Trainer) -> None:
         self._terminal = self._interval = None
         self._epoch_start = self._last = time.monotonic()
         self._first_batch = trainer._progress.batches_in_epoch
 
     @override
     def on_train_batch_end(self, trainer: Trainer, module: TrainModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
+                           batch_idx: int, /) -> None:
         # Called after every step: one clock read and one comparison unless a refresh is due.
         now = time.monotonic()
         interval = self._interval
@@ -108,14 +116,14 @@ class ProgressBar(Callback):
         self._write(self._line(trainer), in_place=self.is_terminal)
 
     @override
-    def on_train_epoch_end(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_train_epoch_end(self, trainer: Trainer, module: TrainModule, /) -> None:
         if trainer.is_global_zero:
             self._write(self._line(trainer), in_place=self.is_terminal)
             if self.is_terminal:
                 self.stream.write("\n")
 
     @override
-    def on_validation_end(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_validation_end(self, trainer: Trainer, module: TrainModule, /) -> None:
         if trainer.is_global_zero and not trainer.sanity_checking and trainer.state == "fit":
             metrics = {k: v for k, v in trainer.progress_bar_metrics.items() if not k.startswith("train")}
             if metrics and not self.is_terminal:

@@ -81,8 +81,17 @@ class RichProgressBar(ProgressBar):
         progress.refresh()
 
     @override
-    def on_train_epoch_start(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_train_start(self, trainer: Trainer, module: TrainModule, /) -> None:
+        super().on_train_start(trainer, module)
+        if trainer._progress.batches_in_epoch > 0:  # resumed mid-epoch: no on_train_epoch_start comes
+            self._add_epoch_task(trainer)
+
+    @override
+    def on_train_epoch_start(self, trainer: Trainer, module: TrainModule, /) -> None:
         super().on_train_epoch_start(trainer, module)
+        self._add_epoch_task(trainer)
+
+    def _add_epoch_task(self, trainer: Trainer) -> None:
         if self.is_terminal and trainer.is_global_zero:
             self._task = self._start().add_task(f"Epoch {trainer.current_epoch}", total=None, rate="0.0", metrics="")
 
@@ -94,14 +103,14 @@ class RichProgressBar(ProgressBar):
             super()._refresh(trainer)
 
     @override
-    def on_train_epoch_end(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_train_epoch_end(self, trainer: Trainer, module: TrainModule, /) -> None:
         if not self.is_terminal:
             super().on_train_epoch_end(trainer, module)
         elif trainer.is_global_zero and self._task is not None:
             self._draw(trainer)
 
     @override
-    def on_validation_end(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_validation_end(self, trainer: Trainer, module: TrainModule, /) -> None:
         if not self.is_terminal:
             super().on_validation_end(trainer, module)
         elif trainer.is_global_zero and not trainer.sanity_checking and trainer.state == "fit":
@@ -115,9 +124,9 @@ class RichProgressBar(ProgressBar):
             self._progress = None
 
     @override
-    def on_train_end(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_train_end(self, trainer: Trainer, module: TrainModule, /) -> None:
         self._stop()
 
     @override
-    def on_exception(self, trainer: Trainer, module: TrainModule, exception: BaseException) -> None:
+    def on_exception(self, trainer: Trainer, module: TrainModule, exception: BaseException, /) -> None:
         self._stop()

@@ -76,17 +76,17 @@ class SpikeDetection(Callback):
                 or (self.rtol is not None and loss > mean + self.rtol * abs(mean)))
 
     @override
-    def on_train_batch_start(self, trainer: Trainer, module: TrainModule, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(self, trainer: Trainer, module: TrainModule, batch: Any, batch_idx: int, /) -> None:
         self._batch_idx = batch_idx
 
     @override
-    def on_before_backward(self, trainer: Trainer, module: TrainModule, loss: torch.Tensor) -> None:
+    def on_before_backward(self, trainer: Trainer, module: TrainModule, loss: torch.Tensor, /) -> None:
         # Under accumulation each micro-batch's loss is already divided by the window: their sum is the step's loss.
         self._loss = loss.detach() if self._loss is None else self._loss + loss.detach()
 
     @override
     def on_before_optimizer_step(self, trainer: Trainer, module: TrainModule,
-                                 optimizer: torch.optim.Optimizer) -> None:
+                                 optimizer: torch.optim.Optimizer, /) -> None:
         if self._loss is None:
             return
         loss = self._loss.float()
@@ -117,7 +117,7 @@ class SpikeDetection(Callback):
         return {"recent": list(self._recent), "seen": self._seen, "spikes": list(self.spikes)}
 
     @override
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], /) -> None:
         self._recent = deque(state.get("recent", []), maxlen=self.window)
         self._seen = int(state.get("seen", 0))
         self.spikes = list(state.get("spikes", []))

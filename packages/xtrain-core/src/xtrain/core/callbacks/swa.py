@@ -81,7 +81,7 @@ class StochasticWeightAveraging(WeightAveraging):
         return max(int(self.swa_epoch_start * trainer.max_epochs) - 1, 0)
 
     @override
-    def setup(self, trainer: Trainer, module: TrainModule, stage: str) -> None:
+    def setup(self, trainer: Trainer, module: TrainModule, stage: str, /) -> None:
         if stage == "fit":
             self._start = self._start_epoch(trainer)
             self._end = trainer.max_epochs - 1 if _bounded(trainer) else math.inf
@@ -101,7 +101,7 @@ class StochasticWeightAveraging(WeightAveraging):
         trainer.lr_scheduler_configs[:] = [*kept, SchedulerConfig(scheduler, interval="epoch")]
 
     @override
-    def on_train_epoch_start(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_train_epoch_start(self, trainer: Trainer, module: TrainModule, /) -> None:
         epoch = trainer.current_epoch
         if epoch == self._start:
             self._install_swalr(trainer)
@@ -110,7 +110,7 @@ class StochasticWeightAveraging(WeightAveraging):
             self._latest_update_epoch = epoch
 
     @override
-    def on_train_epoch_end(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_train_epoch_end(self, trainer: Trainer, module: TrainModule, /) -> None:
         """Nothing: SWA updates when an epoch starts, not when it ends."""
 
     @override
@@ -118,12 +118,12 @@ class StochasticWeightAveraging(WeightAveraging):
         return {**super().state_dict(), "latest_update_epoch": self._latest_update_epoch}
 
     @override
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], /) -> None:
         super().load_state_dict(state)
         self._latest_update_epoch = int(state.get("latest_update_epoch", -1))
 
     @override
-    def on_load_checkpoint(self, trainer: Trainer, module: TrainModule, checkpoint: dict[str, Any]) -> None:
+    def on_load_checkpoint(self, trainer: Trainer, module: TrainModule, checkpoint: dict[str, Any], /) -> None:
         super().on_load_checkpoint(trainer, module, checkpoint)
         # Resuming after SWA started: SWALR must be in place before the trainer loads the schedulers' states.
         loops = checkpoint.get("loops", {})
@@ -132,7 +132,7 @@ class StochasticWeightAveraging(WeightAveraging):
             self._install_swalr(trainer)
 
     @override
-    def on_fit_end(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_fit_end(self, trainer: Trainer, module: TrainModule, /) -> None:
         if self.num_averaged == 0 or (_bounded(trainer) and trainer.current_epoch < self._end + 1):
             return
         super().on_fit_end(trainer, module)

@@ -83,14 +83,14 @@ class ThroughputMonitor(Callback):
         return next((dtype for key, dtype in _PRECISION_DTYPES if key in name), torch.float32)
 
     @override
-    def on_train_start(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_train_start(self, trainer: Trainer, module: TrainModule, /) -> None:
         self._synchronize(trainer)
         self._since = time.perf_counter()
         self._counts = [0, 0, 0]
         self._logged_step = trainer.global_step
 
     @override
-    def on_train_batch_start(self, trainer: Trainer, module: TrainModule, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(self, trainer: Trainer, module: TrainModule, batch: Any, batch_idx: int, /) -> None:
         if self.flops_per_batch is None and self.measure_flops and self._counter is None:
             from torch.utils.flop_counter import FlopCounterMode
 
@@ -99,7 +99,7 @@ class ThroughputMonitor(Callback):
 
     @override
     def on_train_batch_end(self, trainer: Trainer, module: TrainModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
+                           batch_idx: int, /) -> None:
         if self._counter is not None and self.flops_per_batch is None:
             self._counter.__exit__(None, None, None)
             self.flops_per_batch = float(self._counter.get_total_flops())
@@ -114,7 +114,7 @@ class ThroughputMonitor(Callback):
             self._measure(trainer)
 
     @override
-    def on_exception(self, trainer: Trainer, module: TrainModule, exception: BaseException) -> None:
+    def on_exception(self, trainer: Trainer, module: TrainModule, exception: BaseException, /) -> None:
         if self._counter is not None and self.flops_per_batch is None:
             self._counter.__exit__(None, None, None)
 

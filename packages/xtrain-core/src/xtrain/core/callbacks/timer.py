@@ -79,27 +79,27 @@ class Timer(Callback):
         self._end[stage] = time.monotonic()
 
     @override
-    def on_train_start(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_train_start(self, trainer: Trainer, module: TrainModule, /) -> None:
         self._begin("train")
 
     @override
-    def on_train_end(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_train_end(self, trainer: Trainer, module: TrainModule, /) -> None:
         self._finish("train")
 
     @override
-    def on_validation_start(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_validation_start(self, trainer: Trainer, module: TrainModule, /) -> None:
         self._begin("validate")
 
     @override
-    def on_validation_end(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_validation_end(self, trainer: Trainer, module: TrainModule, /) -> None:
         self._finish("validate")
 
     @override
-    def on_test_start(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_test_start(self, trainer: Trainer, module: TrainModule, /) -> None:
         self._begin("test")
 
     @override
-    def on_test_end(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_test_end(self, trainer: Trainer, module: TrainModule, /) -> None:
         self._finish("test")
 
     def _check(self, trainer: Trainer) -> None:
@@ -115,12 +115,12 @@ class Timer(Callback):
 
     @override
     def on_train_batch_end(self, trainer: Trainer, module: TrainModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
+                           batch_idx: int, /) -> None:
         if self.interval == "step":
             self._check(trainer)
 
     @override
-    def on_train_epoch_end(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_train_epoch_end(self, trainer: Trainer, module: TrainModule, /) -> None:
         if self.interval == "epoch":
             self._check(trainer)
 
@@ -129,5 +129,5 @@ class Timer(Callback):
         return {"time_elapsed": {stage: self.time_elapsed(stage) for stage in _STAGES}}
 
     @override
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], /) -> None:
         self._offset = float(state.get("time_elapsed", {}).get("train", 0.0))

@@ -118,13 +118,13 @@ class WeightAveraging(Callback):
 
     # -- hooks ------------------------------------------------------------------------------------------------------
     @override
-    def on_fit_start(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_fit_start(self, trainer: Trainer, module: TrainModule, /) -> None:
         self._ensure(trainer)
         self._last_step = trainer.global_step
 
     @override
     def on_train_batch_end(self, trainer: Trainer, module: TrainModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
+                           batch_idx: int, /) -> None:
         step = trainer.global_step
         if step != self._last_step:
             self._last_step = step
@@ -132,30 +132,30 @@ class WeightAveraging(Callback):
                 self._update(trainer)
 
     @override
-    def on_train_epoch_end(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_train_epoch_end(self, trainer: Trainer, module: TrainModule, /) -> None:
         if self.should_update(epoch_idx=trainer.current_epoch):
             self._update(trainer)
 
     @override
-    def on_validation_start(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_validation_start(self, trainer: Trainer, module: TrainModule, /) -> None:
         if self.evaluates_average and trainer.state == "fit" and self.num_averaged > 0:
             self._swap(trainer.strategy.module)
             self._swapped = True
 
     @override
-    def on_validation_end(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_validation_end(self, trainer: Trainer, module: TrainModule, /) -> None:
         if self._swapped:
             self._swap(trainer.strategy.module)
             self._swapped = False
 
     @override
-    def on_fit_end(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_fit_end(self, trainer: Trainer, module: TrainModule, /) -> None:
         # At fit end, after every checkpoint of the run was written with the training weights beside the average.
         if self.num_averaged > 0:
             self._transfer(trainer.strategy.module)
 
     @override
-    def on_exception(self, trainer: Trainer, module: TrainModule, exception: BaseException) -> None:
+    def on_exception(self, trainer: Trainer, module: TrainModule, exception: BaseException, /) -> None:
         if self._swapped:  # failed during validation: leave the training weights in the module
             self._swap(trainer.strategy.module)
             self._swapped = False
@@ -165,11 +165,11 @@ class WeightAveraging(Callback):
         return {"num_averaged": self.num_averaged, "last_step": self._last_step}
 
     @override
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], /) -> None:
         self._last_step = int(state.get("last_step", -1))
 
     @override
-    def on_save_checkpoint(self, trainer: Trainer, module: TrainModule, checkpoint: dict[str, Any]) -> None:
+    def on_save_checkpoint(self, trainer: Trainer, module: TrainModule, checkpoint: dict[str, Any], /) -> None:
         if self.num_averaged == 0 or "state_dict" not in checkpoint:
             return
         assert self._average is not None
@@ -186,7 +186,7 @@ class WeightAveraging(Callback):
                                        "n_averaged": self._average.n_averaged.detach().clone()}
 
     @override
-    def on_load_checkpoint(self, trainer: Trainer, module: TrainModule, checkpoint: dict[str, Any]) -> None:
+    def on_load_checkpoint(self, trainer: Trainer, module: TrainModule, checkpoint: dict[str, Any], /) -> None:
         saved = checkpoint.get(_CHECKPOINT_KEY)
         if not isinstance(saved, dict) or saved.get("state_key") != self.state_key or trainer.state != "fit":
             return  # evaluating from a checkpoint: its state_dict (the average) is what should be evaluated

@@ -31,10 +31,10 @@ class Probe(Callback):
         self.no_backward_sync = no_backward_sync
         self.step_dtypes: dict[str, str] = {}
 
-    def on_train_batch_start(self, trainer: Trainer, module: TrainModule, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(self, trainer: Trainer, module: TrainModule, batch: Any, batch_idx: int, /) -> None:
         self.step_dtypes["input"] = str(batch[0].dtype)
 
-    def on_train_end(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_train_end(self, trainer: Trainer, module: TrainModule, /) -> None:
         s = trainer.strategy
         rank, world = s.global_rank, s.world_size
         one = torch.tensor(float(rank + 1))

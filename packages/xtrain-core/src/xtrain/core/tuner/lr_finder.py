@@ -151,14 +151,14 @@ class RangeTest(Callback):
         self._recorded = 0
 
     @override
-    def on_train_batch_start(self, trainer: Trainer, module: TrainModule, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(self, trainer: Trainer, module: TrainModule, batch: Any, batch_idx: int, /) -> None:
         lr = self.result.lr_at(trainer.global_step)
         for group in trainer.optimizers[0].param_groups:
             group["lr"] = lr
 
     @override
     def on_train_batch_end(self, trainer: Trainer, module: TrainModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
+                           batch_idx: int, /) -> None:
         step = trainer.global_step
         loss_value = outputs["loss"] if isinstance(outputs, dict) else outputs
         if step <= self._recorded or loss_value is None:

@@ -11,6 +11,7 @@ comes back through a file in a private temporary directory, so a large state can
 
 from __future__ import annotations
 
+import importlib
 import json
 import multiprocessing
 import os
@@ -171,6 +172,9 @@ class ForkLauncher(MultiprocessingLauncher):
                               "and a forked child cannot use it.",
                               fix="do not touch CUDA before fit (no .cuda(), no torch.cuda calls), or use "
                                   "strategy='ddp_spawn' or a script with strategy='ddp'.")
+        # torch imports its compiler stack (seconds) when the first optimizer is created: once here, the ranks
+        # inherit it instead of each importing it, and this process again when their results come back.
+        importlib.import_module("torch._dynamo")
         return super().launch(fn, *args, **kwargs)
 
     @override

@@ -54,12 +54,12 @@ class SaveConfigCallback(Callback):
         return "SaveConfigCallback"
 
     @override
-    def setup(self, trainer: Trainer, module: TrainModule, stage: str) -> None:
+    def setup(self, trainer: Trainer, module: TrainModule, stage: str, /) -> None:
         if stage != "fit":
             self._write(trainer, module, stage)
 
     @override
-    def on_fit_start(self, trainer: Trainer, module: TrainModule) -> None:
+    def on_fit_start(self, trainer: Trainer, module: TrainModule, /) -> None:
         # After a resume has moved the loggers into the checkpoint's run directory (at setup, log_dir would name,
         # and create, a new version directory that the run then never uses).
         self._write(trainer, module, "fit")

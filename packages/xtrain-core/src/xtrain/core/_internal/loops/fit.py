@@ -251,6 +251,7 @@ class FitLoop:
         self._before_optimizer_step = t._hooks.get("on_before_optimizer_step")
         self._before_zero_grad = t._hooks.get("on_before_zero_grad")
         self._release_early = self._can_release_early()
+        step_plateaus = any(c.interval == "step" and c.needs_metric for c in t.lr_scheduler_configs)
         batch_idx = p.batches_in_epoch
         while batch_idx < total:
             try:
@@ -287,6 +288,8 @@ class FitLoop:
                     self._told_mid_window = True
                     warn_unranked_validation(t, batch_idx)
                 t._run_validation()
+            if stepped and step_plateaus:  # as Lightning: they read what this batch's validation logged
+                t._step_schedulers("step", plateau=True, count=batch_idx)
             if stepped:
                 t._check_preemption()
                 for fn in save_point:
