@@ -418,7 +418,7 @@ def test_a_logger_version_given_to_the_resumed_run_leaves_the_earlier_run_untouc
     assert after == earlier, "the earlier run's logs and checkpoints are as it left them"
     with (tmp_path / "xtrain_logs" / "version_1" / "metrics.csv").open(newline="") as file:
         steps = [int(row["step"]) for row in csv.DictReader(file)]
-    assert steps[0] == 5, steps  # continues the step count in its own file
+    assert steps[0] == 4, steps  # continues the step count in its own file (batch 5's row: 4 steps before it)
 
 
 def test_checkpoint_name_last_is_lightnings_attribute(tmp_path: Path) -> None:

@@ -600,8 +600,8 @@ def test_values_logged_in_on_train_batch_end_reach_their_own_row(tmp_path: Path,
     rows = list(csv.DictReader(next(tmp_path.rglob("metrics.csv")).read_text().splitlines()))
     cb = [(int(r["step"]), int(r["epoch"]), float(r["cb"])) for r in rows if r.get("cb")]
     m = [(int(r["step"]), float(r["m"])) for r in rows if r.get("m")]
-    assert cb == [(s + 1, s // 4, float(s % 4)) for s in range(8)]
-    assert m == [(s + 1, 100.0 + s % 4) for s in range(8)]
+    assert cb == [(s, s // 4, float(s % 4)) for s in range(8)]  # Lightning's steps: those before the batch's
+    assert m == [(s, 100.0 + s % 4) for s in range(8)]
 
 
 def test_an_epochs_values_and_its_end_hooks_values_are_one_logger_row(tmp_path: Path) -> None:
@@ -1342,7 +1342,7 @@ def test_log_every_n_steps_counts_batches_under_manual_optimization(tmp_path: Pa
     assert trainer.global_step == 12  # two optimizer steps a batch...
     rows = [r for r in csv.DictReader(logger.metrics_file.open()) if r.get("seen")]
     # ...but the logs come every 2nd batch (3 rows, not 6) and their step counts batches
-    assert [(r["step"], float(r["seen"])) for r in rows] == [("2", 1.0), ("4", 3.0), ("6", 5.0)]
+    assert [(r["step"], float(r["seen"])) for r in rows] == [("1", 1.0), ("3", 3.0), ("5", 5.0)]
 
 
 def test_max_steps_mid_epoch_saves_that_epoch_and_best_resolves(tmp_path: Path) -> None:

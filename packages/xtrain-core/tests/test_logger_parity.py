@@ -324,7 +324,7 @@ def test_mlflow_resume_from_last_continues_the_run_without_a_stray_one(tmp_path:
     assert again.run_id == first.run_id
     assert len(client.search_runs([again.experiment_id])) == 1
     steps = sorted(m.step for m in client.get_metric_history(again.run_id, "train_loss"))  # type: ignore[arg-type]
-    assert steps == list(range(1, 9))
+    assert steps == list(range(8))
 
 
 def test_wandb_rows_hold_trainer_global_step_as_the_x_axis(offline_wandb: Path) -> None:
@@ -341,7 +341,7 @@ def test_wandb_rows_hold_trainer_global_step_as_the_x_axis(offline_wandb: Path) 
             if r.WhichOneof("record_type") == "history"]
     train_rows = [row for row in rows if "train_loss" in row]
     assert len(train_rows) == 8  # 4 steps an epoch, logged every step
-    assert [row["trainer/global_step"] for row in train_rows] == list(range(1, 9))
+    assert [row["trainer/global_step"] for row in train_rows] == list(range(8))  # Lightning's row steps
     assert [row["_step"] for row in rows] == list(range(len(rows))), "W&B's _step counts the rows"
     step_metric = {r.metric.glob_name or r.metric.name: r.metric.step_metric for r in records
                    if r.WhichOneof("record_type") == "metric"}

@@ -42,9 +42,9 @@ def test_tensorboard_event_files_hold_the_logged_scalars(tmp_path: Path) -> None
     tags = set(acc.Tags()["scalars"])
     assert {"train_loss", "val_loss", "val_acc", "lr-SGD"} <= tags
     train = acc.Scalars("train_loss")
-    assert [e.step for e in train] == list(range(2, 33, 2))
+    assert [e.step for e in train] == list(range(1, 32, 2))  # Lightning's: the steps before each row's batch
     assert all(e.value > 0 for e in train) and train[-1].value < train[0].value
-    assert [e.step for e in acc.Scalars("val_loss")] == [16, 32]
+    assert [e.step for e in acc.Scalars("val_loss")] == [15, 31]
     assert all(e.value == pytest.approx(0.1) for e in acc.Scalars("lr-SGD"))
     assert [e.step for e in acc.Scalars("lr-SGD")] == [e.step for e in train], "on the rows of the step metrics"
 
@@ -111,7 +111,7 @@ def test_learning_rate_monitor_logs_the_rate_each_batch_trained_with(tmp_path: P
     assert monitor.lrs == {"lr-SGD": expected}
     with logger.metrics_file.open(newline="") as f:
         rows = [(int(r["step"]), float(r["lr-SGD"])) for r in csv.DictReader(f) if r.get("lr-SGD")]
-    assert rows == list(zip(range(1, 11), expected, strict=True))
+    assert rows == list(zip(range(10), expected, strict=True))
     assert trainer.callback_metrics["lr-SGD"].item() == 0.0625
 
 
@@ -304,7 +304,7 @@ def test_learning_rate_monitor_follows_each_schedulers_interval_and_name(tmp_pat
     assert [(int(r["step"]), float(r["lr-SGD"])) for r in rows if r.get("lr-SGD")] == [(0, 1.0), (3, 0.5), (6, 0.25)]
     monitor, rows = run("step", "fast")  # with the step metrics, under the scheduler's name
     assert monitor.lrs == {"fast": [0.5, 0.125, 0.03125, 0.0078125]}
-    assert [int(r["step"]) for r in rows if r.get("fast")] == [2, 4, 6, 8]
+    assert [int(r["step"]) for r in rows if r.get("fast")] == [1, 3, 5, 7]
     assert not [r for r in rows if r.get("lr-SGD")]
     monitor, _ = run("step", "warmup-momentum")  # a name ending like a momentum key is still a rate
     assert monitor.lrs == {"warmup-momentum": [0.5, 0.125, 0.03125, 0.0078125]}

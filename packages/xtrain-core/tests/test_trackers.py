@@ -130,8 +130,8 @@ def test_wandb_offline_run_holds_params_metrics_by_step_and_checkpoints(tmp_path
     run = wandb_run(tmp_path, logger.version)
     assert run["ids"] == {logger.version}
     assert run["config"]["lr"] == 0.05 and run["config"]["features"] == 16
-    assert sorted(run["history"]) == list(range(1, 9))  # 64 samples / 16 = 4 steps per epoch, logged every step
-    assert run["history"][8]["val_loss"] == pytest.approx(trainer.logged_metrics["val_loss"])
+    assert sorted(run["history"]) == list(range(8))  # 64 samples / 16 = 4 steps per epoch, logged every step
+    assert run["history"][7]["val_loss"] == pytest.approx(trainer.logged_metrics["val_loss"])
     assert all("train_loss" in row for row in run["history"].values())
     assert ("model-" + logger.version, "model", ["last.ckpt"]) in run["artifacts"] or any(
         name == f"model-{logger.version}" and kind == "model" for name, kind, _ in run["artifacts"])
@@ -170,7 +170,7 @@ def test_wandb_keeps_every_validation_step_value_and_fits_values_after_validate(
     assert logged == [0.0, 1.0, 2.0, 3.0, 10.0, 11.0, 12.0, 13.0, 20.0, 21.0, 22.0, 23.0], logged
     val_losses = [row["val_loss"] for row in run["rows"] if "val_loss" in row]
     assert len(val_losses) == 3 and val_losses[1] == pytest.approx(fit_val_loss), val_losses
-    assert [row["trainer/global_step"] for row in run["rows"] if "train_loss" in row] == list(range(1, 9))
+    assert [row["trainer/global_step"] for row in run["rows"] if "train_loss" in row] == list(range(8))
 
 
 def test_wandb_resume_continues_the_same_run(tmp_path: Path) -> None:
@@ -186,7 +186,7 @@ def test_wandb_resume_continues_the_same_run(tmp_path: Path) -> None:
     again.finish()
     run = wandb_run(tmp_path, first.version)
     assert run["attempts"] == 2 and run["ids"] == {first.version}
-    assert max(run["history"]) == 12 and {4, 5, 6, 12} <= set(run["history"])
+    assert max(run["history"]) == 11 and {3, 4, 5, 11} <= set(run["history"])
 
 
 def test_mlflow_sqlite_store_holds_run_params_metrics_and_artifacts(tmp_path: Path, mlflow_uri: str) -> None:
@@ -202,9 +202,9 @@ def test_mlflow_sqlite_store_holds_run_params_metrics_and_artifacts(tmp_path: Pa
     assert run.info.status == "FINISHED" and run.info.run_name == "first" and run.data.tags["team"] == "x"
     assert run.data.params["lr"] == "0.05" and run.data.params["classes"] == "4"
     history = client.get_metric_history(run.info.run_id, "train_loss")
-    assert sorted(m.step for m in history) == list(range(1, 9))
+    assert sorted(m.step for m in history) == list(range(8))
     val = client.get_metric_history(run.info.run_id, "val_loss")
-    assert [m.step for m in val] == [4, 8] and val[-1].value == pytest.approx(trainer.logged_metrics["val_loss"])
+    assert [m.step for m in val] == [3, 7] and val[-1].value == pytest.approx(trainer.logged_metrics["val_loss"])
     names = [f.path for f in client.list_artifacts(run.info.run_id, "checkpoints")]
     assert names == ["checkpoints/epoch=1-step=8.ckpt", "checkpoints/last.ckpt"]
     local = Path(client.download_artifacts(run.info.run_id, "checkpoints/last.ckpt", str(tmp_path / "dl")))
@@ -229,7 +229,7 @@ def test_mlflow_resume_after_crash_continues_the_same_run(tmp_path: Path, mlflow
     run = client.get_run(first.run_id)  # type: ignore[arg-type]
     assert run.info.status == "FINISHED"
     steps = sorted({m.step for m in client.get_metric_history(run.info.run_id, "train_loss")})
-    assert steps == list(range(1, 13))
+    assert steps == list(range(12))
 
 
 def test_tracker_options_are_checked_before_anything_runs(tmp_path: Path) -> None:
@@ -328,7 +328,7 @@ def test_wandb_takes_lightnings_dir_and_resume_arguments(tmp_path: Path) -> None
     _fit(tmp_path, logger, max_epochs=1)
     logger.finish()
     run = wandb_run(tmp_path / "runs", "myrun123")
-    assert run["ids"] == {"myrun123"} and max(run["history"]) == 4
+    assert run["ids"] == {"myrun123"} and max(run["history"]) == 3
 
 
 def test_mlflow_metric_names_lose_the_characters_mlflow_refuses(tmp_path: Path, mlflow_uri: str) -> None:
@@ -352,7 +352,7 @@ def test_mlflow_metric_names_lose_the_characters_mlflow_refuses(tmp_path: Path, 
     client = MlflowClient(tracking_uri=mlflow_uri)
     run = client.get_run(logger.run_id)  # type: ignore[arg-type]
     assert run.info.status == "FINISHED"
-    assert [m.step for m in client.get_metric_history(run.info.run_id, "acc1")] == [1, 2, 3, 4]
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "acc1")] == [0, 1, 2, 3]
     assert len(client.get_metric_history(run.info.run_id, "train_loss")) == 4
 
 

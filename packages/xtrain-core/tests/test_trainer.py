@@ -285,7 +285,7 @@ def test_csv_logger_writes_step_and_epoch_metrics(tmp_path: Path) -> None:
     quiet(max_epochs=2, logger=logger, log_every_n_steps=4).fit(EpochLog(), train, val)
     rows = list(csv.DictReader(logger.metrics_file.open()))
     step_rows = [r for r in rows if r.get("train_loss")]
-    assert [int(r["step"]) for r in step_rows] == list(range(4, 2 * len(train) + 1, 4))
+    assert [int(r["step"]) for r in step_rows] == list(range(3, 2 * len(train), 4))
     epoch_rows = [r for r in rows if r.get("train_acc")]
     assert len(epoch_rows) == 2 and float(epoch_rows[0]["train_acc"]) == 0.5
     assert len([r for r in rows if r.get("val_loss")]) == 2

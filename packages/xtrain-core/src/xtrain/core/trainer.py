@@ -282,6 +282,7 @@ class Trainer(RunLifecycle, StageLoaders, LoopServices, LightningAttributes):
         self._val_last_batch = (-1, -1)  # (epoch, batches_in_epoch) of the latest validation during fit
         self._pending_rng: dict[str, Any] | None = None
         self._resuming_fit = False
+        self._label_lag = 0
         self._pending_logged: dict[str, Any] | None = None  # a checkpoint's logged values, put back by the fit loop
         self._pending_sampler: dict[str, Any] | None = None
         self._setup_module: TrainModule | None = None
@@ -534,6 +535,7 @@ class Trainer(RunLifecycle, StageLoaders, LoopServices, LightningAttributes):
         if stepped and self.lr_scheduler_configs:
             self._step_schedulers("step", plateau=False)  # a plateau one after the batch's validation (fit loop)
         count = self.global_step if log_count is None else log_count
+        self._label_lag = 1
         if self.loggers and count % self.log_every_n_steps == 0:
             self._step_log_due = count
 

@@ -90,6 +90,8 @@ def restore_checkpoint(trainer: Trainer, checkpoint: dict[str, Any], path: str, 
     for opt, state in zip(trainer.optimizers, checkpoint["optimizer_states"], strict=True):
         strategy.load_optimizer_state_dict(opt, state)
     trainer._schedulers_resumed = bool(trainer.lr_scheduler_configs)
+    # Saved after a counted batch (every save point is): its rows went out one step below the count.
+    trainer._label_lag = 1 if trainer.global_step > 0 or trainer._progress.total_batches > 0 else 0
     for logger, state in zip(trainer.loggers, checkpoint.get("loggers", []), strict=False):
         logger.resume(state, step=trainer._logged_step())
     rng = checkpoint.get("rng")

@@ -33,6 +33,9 @@ class LoopServices:
     _progress: FitProgress
     _step_log_due: int | None
     _schedulers_resumed: bool
+    # 1 from a counted batch's step (every batch under manual optimization) until the next batch or epoch starts:
+    # Lightning's count of stepped batches goes up only after the batch's rows, validation and epoch end.
+    _label_lag: int
 
     if TYPE_CHECKING:  # defined on the Trainer
         @property
@@ -47,9 +50,12 @@ class LoopServices:
         def callback_metrics(self) -> dict[str, torch.Tensor]: ...
 
     def _logged_step(self) -> int:
-        """The step logger rows are written at: ``global_step``, or under manual optimization the batches trained, as
-        Lightning counts them for logging (two optimizers step twice per batch; a row is a batch's)."""
-        return self.global_step if self.module.automatic_optimization else self._progress.total_batches
+        """The step logger rows are written at, as Lightning's: the batches that stepped before the one being
+        processed (its rows, its validation's and its epoch end's are one less than ``global_step`` after it
+        stepped); under manual optimization the batches trained before it (two optimizers step twice per batch; a
+        row is a batch's)."""
+        count = self.global_step if self.module.automatic_optimization else self._progress.total_batches
+        return count - self._label_lag
 
     def _write_step_logs(self) -> None:
         """Send the step's metrics to the loggers, after the batch's ``on_train_batch_end`` hooks (as Lightning):
@@ -58,7 +64,7 @@ class LoopServices:
         self._step_log_due = None
         if count is None:
             return
-        self._write_logs(self._metrics.step_metrics_for_logger(), True, step=count)
+        self._write_logs(self._metrics.step_metrics_for_logger(), True, step=count - 1)  # the batch's own step
 
     def _step_schedulers(self, interval: Literal["epoch", "step"], *, plateau: bool | None = None,
                          count: int | None = None) -> None:

@@ -38,7 +38,7 @@ class DeviceStatsMonitor(Callback):
 
     def _log(self, trainer: Trainer, when: str) -> None:
         step = trainer._logged_step()  # the batch count under manual optimization, as every logger row
-        if not trainer.loggers or step % trainer.log_every_n_steps != 0:
+        if not trainer.loggers or (step + 1) % trainer.log_every_n_steps != 0:  # Lightning's rows' pace
             return
         strategy = trainer.strategy
         stats = strategy.accelerator.get_device_stats(strategy.root_device)

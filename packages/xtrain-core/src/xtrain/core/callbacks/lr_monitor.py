@@ -133,8 +133,8 @@ class LearningRateMonitor(Callback):
 
     @override
     def on_train_batch_start(self, trainer: Trainer, module: TrainModule, batch: Any, batch_idx: int, /) -> None:
-        step = trainer._logged_step() + 1  # the step this batch's metrics are logged at (once, when accumulating)
-        if self.logging_interval != "epoch" and step % trainer.log_every_n_steps == 0 and step != self._logged_step:
+        step = trainer._logged_step()  # this batch's rows' step, as Lightning's (once, when accumulating)
+        if self.logging_interval != "epoch" and (step + 1) % trainer.log_every_n_steps == 0 and step != self._logged_step:
             self._logged_step = step
             self._log(trainer, step, "step" if self.logging_interval is None else "any")
 

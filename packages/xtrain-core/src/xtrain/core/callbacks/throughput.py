@@ -152,6 +152,6 @@ class ThroughputMonitor(Callback):
         self.last = values
         if trainer.is_global_zero:
             for logger in trainer.loggers:
-                logger.log_metrics(values, trainer.global_step)
+                logger.log_metrics(values, trainer._logged_step())  # on the row of the batch's metrics
         self._counts = [0, 0, 0]
         self._since = time.perf_counter()

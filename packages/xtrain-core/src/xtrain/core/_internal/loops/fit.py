@@ -130,6 +130,7 @@ class FitLoop:
     def run(self) -> None:
         t = self.trainer
         t._step_log_due = None  # a row an earlier fit left due when it raised
+        t._label_lag = 0  # (the restore used it to find the rows to keep)
         if t.max_time is not None:
             self._deadline = time.monotonic() + t.max_time.total_seconds()
         PROGRESS.begin("train")
@@ -153,11 +154,13 @@ class FitLoop:
         self._nonfinite.flush()
         warn_skipped_batches(t, self._nonfinite, batches=t._progress.total_batches - batches)
         t._preemption.ending_fit()
+        t._label_lag = 0
         t._hooks.call("on_train_end")
 
     # -- one epoch -----------------------------------------------------------------------------------------------
     def _epoch(self) -> None:
         t = self.trainer
+        t._label_lag = 0
         p = t._progress
         resumed = p.batches_in_epoch > 0
         restored_at_start = not resumed and t._pending_rng is not None and p.epoch > 0
@@ -259,6 +262,7 @@ class FitLoop:
             except StopIteration:
                 self._ran_dry = True
                 break
+            t._label_lag = 0
             batch = self._prepare(batch, 0)
             t._metrics.batch = batch
             last = t.is_last_batch = batch_idx + 1 >= total
