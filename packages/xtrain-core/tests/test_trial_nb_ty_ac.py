@@ -35,11 +35,11 @@ def test_a_resumed_fit_runs_no_sanity_check_and_a_fresh_one_does(tmp_path: Path)
     saving = ModelCheckpoint(dirpath=tmp_path / "ck", every_n_train_steps=5, save_top_k=-1, filename="s{step}")
     Trainer(max_epochs=1, default_root_dir=tmp_path, callbacks=[saving], logger=False,
             **QUIET).fit(TinyClassifier(), train, val)
-    for name in ("s5", "s15"):
+    for step in (5, 15):  # mid-epoch, and the epoch's last batch
         seen = Validations()
         Trainer(max_epochs=2, default_root_dir=tmp_path, callbacks=[seen], logger=False, **QUIET).fit(
-            TinyClassifier(), train, val, ckpt_path=tmp_path / "ck" / f"sstep={name[1:]}.ckpt")
-        assert seen.seen and all(kind == "val" for kind, _ in seen.seen), (name, seen.seen)
+            TinyClassifier(), train, val, ckpt_path=tmp_path / "ck" / f"sstep={step}.ckpt")
+        assert seen.seen and all(kind == "val" for kind, _ in seen.seen), (step, seen.seen)
     seen = Validations()
     fresh = Trainer(max_epochs=1, default_root_dir=tmp_path / "fresh", callbacks=[seen], logger=False, **QUIET)
     fresh.fit(TinyClassifier(), train, val)

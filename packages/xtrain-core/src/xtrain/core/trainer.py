@@ -268,7 +268,7 @@ class Trainer(RunLifecycle, StageLoaders, LoopServices, LightningAttributes):
         self._wrapped_optimizers: list[StrategyOptimizer] = []
         self.lr_scheduler_configs: list[SchedulerConfig] = []
         self._schedulers_resumed = False
-        self._step_log_due: int | None = None  # the logged step of a row the loggers get after the batch's end hooks
+        self._step_log_due = False  # a row is due for the loggers after the batch's end hooks
         self._loaders: dict[str, Any] = {}
         self._train_loader: Any = None  # what the fit loop iterates (its sampler made resumable)
         self._eval_loaders: list[Any] = []  # the current evaluation stage's loaders, as its loop runs them
@@ -281,7 +281,6 @@ class Trainer(RunLifecycle, StageLoaders, LoopServices, LightningAttributes):
         self._ckpt_problem: ConfigError | None = None
         self._val_last_batch = (-1, -1)  # (epoch, batches_in_epoch) of the latest validation during fit
         self._pending_rng: dict[str, Any] | None = None
-        self._resuming_fit = False
         self._label_lag = 0
         self._pending_logged: dict[str, Any] | None = None  # a checkpoint's logged values, put back by the fit loop
         self._pending_sampler: dict[str, Any] | None = None
@@ -531,13 +530,13 @@ class Trainer(RunLifecycle, StageLoaders, LoopServices, LightningAttributes):
         run_evaluation(self, "validate", self._eval_loaders, self._val_limits)
 
     def _after_optimizer_step(self, stepped: bool = True, log_count: int | None = None) -> None:
-        """``log_count``: the count that paces logging and is the logged step (default ``global_step``)."""
+        """``log_count``: the count that paces logging (default ``global_step``)."""
         if stepped and self.lr_scheduler_configs:
             self._step_schedulers("step", plateau=False)  # a plateau one after the batch's validation (fit loop)
         count = self.global_step if log_count is None else log_count
         self._label_lag = 1
         if self.loggers and count % self.log_every_n_steps == 0:
-            self._step_log_due = count
+            self._step_log_due = True
 
     def _strategy_optimizers(self) -> list[StrategyOptimizer]:
         if [w.optimizer for w in self._wrapped_optimizers] != self.optimizers:

@@ -273,12 +273,12 @@ class MetricStore:
         if self.dataloader_suffix and not sfx:
             for key in (name, f"{name}_epoch", f"{name}_step"):
                 self.key_dataloaders.setdefault(key, set()).add(self.dataloader_suffix)
-        if isinstance(value, numbers.Real) and not isinstance(value, (torch.Tensor, float, int)):
+        if not isinstance(value, (torch.Tensor, float, int)):
+            if not isinstance(value, numbers.Real):  # a torchmetrics Metric: see metric_objects.py
+                self._log_object(name, value, suffix=sfx, prog_bar=prog_bar, logger=logger, on_step=on_step,
+                                 on_epoch=on_epoch)
+                return
             value = float(value)  # a NumPy scalar (np.float32(...)), as Lightning takes any number
-        if not isinstance(value, (torch.Tensor, float, int)):  # a torchmetrics Metric: see metric_objects.py
-            self._log_object(name, value, suffix=sfx, prog_bar=prog_bar, logger=logger, on_step=on_step,
-                             on_epoch=on_epoch)
-            return
         if type(reduce_fx) is not str or reduce_fx not in REDUCTIONS:
             reduce_fx = _reduction(name, reduce_fx)
         training = self.stage == "train"

@@ -69,7 +69,6 @@ class RunLifecycle(StageLoaders, LoopServices):
     num_sanity_val_steps: int
     sanity_checking: bool
     _running: bool
-    _resuming_fit: bool
     _loaders_ready: Stage | None
     _user_callbacks: list[Callback]
     _hooks: HookDispatcher
@@ -145,7 +144,7 @@ class RunLifecycle(StageLoaders, LoopServices):
                                configure_optimizers=self._configure_optimizers if fitting and not configure_first
                                else None)
         # As Lightning: a fit that resumes a run's state does not sanity-check again (that run did).
-        self._resuming_fit = fitting and loaded is not None and "loops" in loaded
+        resuming = fitting and loaded is not None and "loops" in loaded
         progress = self._progress
         check_same_position(self.strategy, requested, ckpt_path,
                             (progress.epoch, progress.global_step, progress.batches_in_epoch))
@@ -158,10 +157,10 @@ class RunLifecycle(StageLoaders, LoopServices):
         self._setup_loggers()
         profiler = active_profiler(self.profiler)
         if profiler is None:
-            output = self._run_stage(stage)
+            output = self._run_stage(stage, resuming=resuming)
         else:
             with profiling(profiler, trainer, stage=stage):
-                output = self._run_stage(stage)
+                output = self._run_stage(stage, resuming=resuming)
         if return_state:
             from xtrain.core._internal.spawn import worker_result
 
@@ -234,7 +233,7 @@ class RunLifecycle(StageLoaders, LoopServices):
         others' collectives)."""
         return not any(self._val_limits) and (self.strategy.world_size == 1 or configured == 0)
 
-    def _run_stage(self, stage: Stage) -> Any:
+    def _run_stage(self, stage: Stage, *, resuming: bool) -> Any:
         trainer = cast("Trainer", self)
         self._metrics.new_results()  # as in Lightning: after test() they are the test's results
         if stage == "predict":
@@ -248,7 +247,7 @@ class RunLifecycle(StageLoaders, LoopServices):
                                           len(self._eval_loaders), self._metrics.key_dataloaders)
         warn_eval_modules(self.module)
         self._hooks.call("on_fit_start")
-        if self._has_validation() and self.num_sanity_val_steps != 0 and not self._resuming_fit:
+        if self._has_validation() and self.num_sanity_val_steps != 0 and not resuming:
             limits = self.num_sanity_val_batches
             # As Lightning's isolate_rng: the sanity check leaves the global generators as it found them, so its
             # draws (each val iterator's base seed, any randomness in validation_step) do not shift the training

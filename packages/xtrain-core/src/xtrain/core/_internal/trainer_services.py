@@ -31,7 +31,7 @@ class LoopServices:
     lr_scheduler_configs: list[SchedulerConfig]
     _metrics: MetricStore
     _progress: FitProgress
-    _step_log_due: int | None
+    _step_log_due: bool
     _schedulers_resumed: bool
     # 1 from a counted batch's step (every batch under manual optimization) until the next batch or epoch starts:
     # Lightning's count of stepped batches goes up only after the batch's rows, validation and epoch end.
@@ -60,11 +60,10 @@ class LoopServices:
     def _write_step_logs(self) -> None:
         """Send the step's metrics to the loggers, after the batch's ``on_train_batch_end`` hooks (as Lightning):
         a value those hooks log belongs to this step's row. Called by the fit loop when a row is due."""
-        count = self._step_log_due
-        self._step_log_due = None
-        if count is None:
+        if not self._step_log_due:
             return
-        self._write_logs(self._metrics.step_metrics_for_logger(), True, step=count - 1)  # the batch's own step
+        self._step_log_due = False
+        self._write_logs(self._metrics.step_metrics_for_logger(), True)
 
     def _step_schedulers(self, interval: Literal["epoch", "step"], *, plateau: bool | None = None,
                          count: int | None = None) -> None:

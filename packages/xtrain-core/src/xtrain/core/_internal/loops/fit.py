@@ -129,7 +129,7 @@ class FitLoop:
 
     def run(self) -> None:
         t = self.trainer
-        t._step_log_due = None  # a row an earlier fit left due when it raised
+        t._step_log_due = False  # a row an earlier fit left due when it raised
         t._label_lag = 0  # (the restore used it to find the rows to keep)
         if t.max_time is not None:
             self._deadline = time.monotonic() + t.max_time.total_seconds()
@@ -282,7 +282,7 @@ class FitLoop:
                 shown = _batch_end_outputs(output)
                 for fn in on_end:
                     fn(shown, batch, batch_idx - 1)
-            if t._step_log_due is not None:
+            if t._step_log_due:
                 t._write_step_logs()
             self._check_time()
             if t._val_due(batch_idx, last) or (not last and self._validates_before_stopping()):
